@@ -1,0 +1,65 @@
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { DataSource } from 'typeorm';
+import { AppModule } from './app.module';
+import { parseEnv } from './config/env';
+import { dataSourceOptions } from './infra/database/data-source-options';
+import { EmbeddedPostgres } from './infra/database/embedded-postgres';
+import { runMigrationsLocked } from './infra/database/migrations-runner';
+import { UsersService } from './modules/users/users.service';
+import { serve } from './serve';
+
+const USAGE = `usage: runplane <command>
+  serve                 start the HTTP server (the default)
+  migrate               apply pending migrations and exit
+  create-admin [NAME]   create a global admin and print its token (NAME defaults to admin-<random>)`;
+
+async function migrate(): Promise<void> {
+  const env = parseEnv(process.env);
+  const embedded = env.DATABASE_URL ? undefined : await EmbeddedPostgres.start({ dataDir: env.RUNPLANE_DATA_DIR });
+  const ds = new DataSource(dataSourceOptions({ url: env.DATABASE_URL ?? embedded!.url, poolSize: 1, embedded: !!embedded }));
+  try {
+    await ds.initialize();
+    const applied = await runMigrationsLocked(ds);
+    process.stdout.write(applied.length ? `applied: ${applied.map((m) => m.name).join(', ')}\n` : 'schema is up to date\n');
+  } finally {
+    if (ds.isInitialized) await ds.destroy();
+    await embedded?.stop();
+  }
+}
+
+async function createAdmin(name: string | undefined): Promise<void> {
+  parseEnv(process.env);
+  const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error'] });
+  try {
+    const created = await app.get(UsersService).createUser(name ?? `admin-${Math.random().toString(36).slice(2, 8)}`, 'admin');
+    process.stdout.write(`created admin ${created.user.name}\ntoken: ${created.token}\n`);
+  } finally {
+    await app.close();
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command = 'serve', ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      await serve();
+      return;
+    case 'migrate':
+      return migrate();
+    case 'create-admin':
+      return createAdmin(rest[0]);
+    case 'help':
+    case '--help':
+      process.stdout.write(`${USAGE}\n`);
+      return;
+    default:
+      process.stderr.write(`unknown command ${command}\n${USAGE}\n`);
+      process.exit(2);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

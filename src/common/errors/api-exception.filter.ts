@@ -1,0 +1,81 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
+import type { Request, Response } from 'express';
+import { QueryFailedError } from 'typeorm';
+import { DomainError, ErrorCode } from './domain-error';
+import { fromPostgresError } from './postgres-errors';
+
+export interface ErrorBody {
+  status_code: number;
+  code: string;
+  message: string;
+  details: unknown[];
+}
+
+const HTTP_CODES: Record<number, ErrorCode> = {
+  400: 'VALIDATION_FAILED',
+  401: 'UNAUTHENTICATED',
+  402: 'BILLING_LIMIT_EXCEEDED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  409: 'CONFLICT',
+  413: 'PAYLOAD_TOO_LARGE',
+  422: 'UNPROCESSABLE',
+  429: 'TOO_MANY_REQUESTS',
+};
+
+/** The one place errors become the API's error JSON: domain errors, HTTP errors, Postgres errors, and the rest. */
+@Catch()
+export class ApiExceptionFilter implements ExceptionFilter {
+  private readonly logger = new Logger('Errors');
+
+  catch(exception: unknown, host: ArgumentsHost): void {
+    const ctx = host.switchToHttp();
+    const res = ctx.getResponse<Response>();
+    const req = ctx.getRequest<Request>();
+    const body = this.toBody(exception, req);
+    if (res.headersSent) return;
+    res.status(body.status_code).json(body);
+  }
+
+  private toBody(exception: unknown, req: Request): ErrorBody {
+    if (exception instanceof DomainError) return shape(exception.status, exception.code, exception.message, exception.details);
+    if (exception instanceof HttpException) return fromHttpException(exception);
+    const bodyParserError = fromBodyParserError(exception);
+    if (bodyParserError) return bodyParserError;
+    const pgError = exception instanceof QueryFailedError ? (exception.driverError as { code?: string; constraint?: string }) : undefined;
+    const mapped = pgError ? fromPostgresError(pgError) : fromPostgresError(exception as { code?: string });
+    if (mapped) {
+      if (mapped.status >= 500) this.logger.warn({ err: exception, path: req.url }, 'transient database error');
+      return shape(mapped.status, mapped.code, mapped.message, mapped.details);
+    }
+    this.logger.error({ err: exception, path: req.url }, 'unhandled error');
+    return shape(500, 'INTERNAL_ERROR', 'internal error', []);
+  }
+}
+
+function shape(status: number, code: string, message: string, details: unknown[]): ErrorBody {
+  return { status_code: status, code, message, details };
+}
+
+function fromHttpException(exception: HttpException): ErrorBody {
+  const status = exception.getStatus();
+  const response = exception.getResponse();
+  const code = HTTP_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'CONFLICT');
+  if (typeof response === 'object' && response !== null) {
+    const r = response as { message?: unknown; details?: unknown[]; code?: string };
+    if (Array.isArray(r.details)) return shape(status, r.code ?? code, String(r.message ?? exception.message), r.details);
+    if (Array.isArray(r.message)) return shape(status, code, r.message.join('; '), r.message);
+    if (typeof r.message === 'string') return shape(status, code, r.message, []);
+  }
+  if (status === HttpStatus.NOT_FOUND) return shape(status, code, 'route not found', []);
+  return shape(status, code, exception.message, []);
+}
+
+/** Errors raised by the JSON body parser before any handler runs (malformed JSON, body too large). */
+function fromBodyParserError(exception: unknown): ErrorBody | undefined {
+  const e = exception as { status?: unknown; type?: unknown };
+  if (typeof e?.type !== 'string' || !e.type.startsWith('entity.') || typeof e.status !== 'number') return undefined;
+  if (e.status === 413) return shape(413, 'PAYLOAD_TOO_LARGE', 'request body too large', []);
+  if (e.type === 'entity.parse.failed') return shape(400, 'VALIDATION_FAILED', 'request body is not valid JSON', []);
+  return shape(e.status >= 400 && e.status < 500 ? e.status : 400, 'VALIDATION_FAILED', 'request body could not be read', []);
+}

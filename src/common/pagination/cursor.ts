@@ -1,0 +1,48 @@
+import { Type } from 'class-transformer';
+import { IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
+import { DomainError } from '../errors/domain-error';
+
+/** `limit` and `cursor` of every list route. */
+export class PageQueryDto {
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  limit: number = 20;
+
+  @IsOptional()
+  @IsString()
+  @MaxLength(1024)
+  cursor?: string;
+}
+
+export interface Page<T> {
+  items: T[];
+  next_cursor: string | null;
+}
+
+/** Cursors are the keyset of the last item, opaque to clients; they never expire because they hold no state. */
+export function encodeCursor(keys: readonly (string | number)[]): string {
+  return Buffer.from(JSON.stringify(keys)).toString('base64url');
+}
+
+export function decodeCursor(cursor: string, shape: ('string' | 'number')[]): (string | number)[] {
+  let keys: unknown;
+  try {
+    keys = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    throw invalid();
+  }
+  if (!Array.isArray(keys) || keys.length !== shape.length || keys.some((k, i) => typeof k !== shape[i])) throw invalid();
+  return keys as (string | number)[];
+}
+
+const invalid = () => new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [{ field: 'cursor', message: 'is invalid' }]);
+
+/** Builds a page from `limit + 1` fetched rows. */
+export function toPage<R, T>(rows: R[], limit: number, keysOf: (row: R) => (string | number)[], map: (row: R) => T): Page<T> {
+  const more = rows.length > limit;
+  const shown = more ? rows.slice(0, limit) : rows;
+  return { items: shown.map(map), next_cursor: more ? encodeCursor(keysOf(shown[shown.length - 1])) : null };
+}

@@ -1,0 +1,85 @@
+import { plainToInstance, Transform } from 'class-transformer';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, Min, MinLength, validateSync } from 'class-validator';
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+const toInt = ({ value }: { value: unknown }) => (typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value);
+const toBool = ({ value }: { value: unknown }) => {
+  if (typeof value !== 'string') return value;
+  const v = value.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off'].includes(v)) return false;
+  return value;
+};
+
+/** Every environment variable runplane reads, validated once at boot. */
+export class Env {
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' })
+  DATABASE_URL?: string;
+
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer port' })
+  @Min(0)
+  @Max(65535)
+  PORT: number = 3000;
+
+  @Matches(/^[A-Za-z0-9.:\-\[\]]{1,255}$/, { message: 'must be a host name or IP address' })
+  HOST: string = '127.0.0.1';
+
+  @IsString()
+  @MinLength(1)
+  RUNPLANE_DATA_DIR: string = './.runplane/data';
+
+  @IsIn(LOG_LEVELS, { message: `must be one of ${LOG_LEVELS.join(', ')}` })
+  LOG_LEVEL: LogLevel = 'info';
+
+  @IsOptional()
+  @Matches(/^[A-Za-z0-9_\-.]{24,256}$/, { message: 'must be 24-256 characters of [A-Za-z0-9_-.]' })
+  RUNPLANE_ADMIN_TOKEN?: string;
+
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer' })
+  @Min(1)
+  @Max(200)
+  DATABASE_POOL_SIZE: number = 10;
+
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer number of seconds' })
+  @Min(5)
+  @Max(86400)
+  RUNPLANE_LEASE_SECONDS: number = 60;
+
+  @Transform(toBool)
+  @IsBoolean({ message: 'must be true or false' })
+  RUNPLANE_BACKGROUND_LOOPS: boolean = true;
+}
+
+export class ConfigError extends Error {}
+
+/** Parses and validates an environment; throws ConfigError with one line naming the first bad variable. */
+export function parseEnv(raw: NodeJS.ProcessEnv): Env {
+  const cleaned: Record<string, string> = {};
+  for (const key of Object.keys(new Env())) {
+    const v = raw[key];
+    if (v !== undefined && v !== '') cleaned[key] = v;
+  }
+  for (const key of ['DATABASE_URL', 'RUNPLANE_ADMIN_TOKEN']) {
+    const v = raw[key];
+    if (v !== undefined && v !== '') cleaned[key] = v;
+  }
+  const env = plainToInstance(Env, cleaned, { exposeDefaultValues: true });
+  const errors = validateSync(env, { forbidUnknownValues: false });
+  if (errors.length > 0) {
+    const e = errors[0];
+    const shown = e.property.includes('TOKEN') || e.property === 'DATABASE_URL' ? '(hidden)' : JSON.stringify(e.value);
+    // A type error says more than a range error about the same value.
+    const constraints = e.constraints ?? {};
+    const key = ['isInt', 'isBoolean', 'isIn', 'matches', 'isString'].find((k) => k in constraints) ?? Object.keys(constraints)[0];
+    const message = (key && constraints[key]) || 'is invalid';
+    const why = message.startsWith(`${e.property} `) ? message.slice(e.property.length + 1) : message;
+    throw new ConfigError(`Invalid configuration: ${e.property}=${shown} ${why}`);
+  }
+  return env;
+}

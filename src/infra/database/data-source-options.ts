@@ -1,0 +1,31 @@
+import type { DataSourceOptions } from 'typeorm';
+import { MIGRATIONS } from '../../../migrations';
+import { SnakeNamingStrategy } from './snake-naming.strategy';
+
+export interface ConnectionSettings {
+  url: string;
+  poolSize: number;
+  /** Embedded database: one session; waits for the pool turn into an error instead of a hang. */
+  embedded: boolean;
+}
+
+/** The one place TypeORM's options are built, for the app, the CLI and the tests alike. */
+export function dataSourceOptions(settings: ConnectionSettings): DataSourceOptions {
+  return {
+    type: 'postgres',
+    url: settings.url,
+    poolSize: settings.poolSize,
+    migrations: MIGRATIONS,
+    migrationsRun: false,
+    synchronize: false,
+    namingStrategy: new SnakeNamingStrategy(),
+    uuidExtension: 'pgcrypto',
+    installExtensions: false, // gen_random_uuid() is built in since PostgreSQL 13
+    applicationName: 'runplane',
+    extra: {
+      connectionTimeoutMillis: settings.embedded ? 30_000 : 10_000,
+      // Postgres sends timestamps as text; keep them exact and UTC.
+      options: '-c timezone=UTC',
+    },
+  };
+}

@@ -1,0 +1,72 @@
+import { Logger, Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { DataSource, DataSourceOptions } from 'typeorm';
+import { Env } from '../../config/env';
+import { dataSourceOptions } from './data-source-options';
+import { EmbeddedPostgres } from './embedded-postgres';
+import { runMigrationsLocked } from './migrations-runner';
+
+const logger = new Logger('Database');
+/** Embedded servers by URL (unique: each listens on its own port), so the data source can stop its server last. */
+const embeddedByUrl = new Map<string, EmbeddedPostgres>();
+
+/**
+ * TypeORM on PostgreSQL: the server named by DATABASE_URL, or else an embedded PGlite in RUNPLANE_DATA_DIR.
+ * Migrations run at start under an advisory lock; the embedded database stops only after the pool has closed.
+ */
+@Module({
+  imports: [
+    TypeOrmModule.forRootAsync({
+      inject: [Env],
+      useFactory: async (env: Env) => {
+        const embedded = env.DATABASE_URL ? undefined : await startEmbedded(env.RUNPLANE_DATA_DIR);
+        const options = {
+          ...dataSourceOptions({
+            url: env.DATABASE_URL ?? embedded!.url,
+            poolSize: embedded ? 1 : env.DATABASE_POOL_SIZE,
+            embedded: !!embedded,
+          }),
+          autoLoadEntities: true,
+        };
+        if (embedded) embeddedByUrl.set(embedded.url, embedded);
+        return options;
+      },
+      dataSourceFactory: async (options) => openDataSource(options!),
+    }),
+  ],
+})
+export class DatabaseModule {}
+
+async function openDataSource(options: DataSourceOptions): Promise<DataSource> {
+  const url = (options as { url?: string }).url;
+  const embedded = url ? embeddedByUrl.get(url) : undefined;
+  if (url) embeddedByUrl.delete(url);
+  const dataSource = new DataSource(options);
+  try {
+    await dataSource.initialize();
+    const applied = await runMigrationsLocked(dataSource);
+    if (applied.length > 0) logger.log(`applied migrations: ${applied.map((m) => m.name).join(', ')}`);
+  } catch (err) {
+    if (dataSource.isInitialized) await dataSource.destroy();
+    await embedded?.stop();
+    throw err;
+  }
+  if (embedded) {
+    const destroy = dataSource.destroy.bind(dataSource);
+    dataSource.destroy = async () => {
+      try {
+        await destroy();
+      } finally {
+        await embedded.stop();
+      }
+    };
+  }
+  return dataSource;
+}
+
+async function startEmbedded(dataDir: string): Promise<EmbeddedPostgres> {
+  const started = Date.now();
+  const embedded = await EmbeddedPostgres.start({ dataDir });
+  logger.log(`embedded PostgreSQL (PGlite) in ${dataDir} ready in ${Date.now() - started} ms`);
+  return embedded;
+}

@@ -1,0 +1,34 @@
+import { Module } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { LoggerModule } from 'nestjs-pino';
+import { Env } from '../../config/env';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Structured JSON logs (pino). Every request gets an id, taken from X-Request-Id when sane, echoed back. */
+@Module({
+  imports: [
+    LoggerModule.forRootAsync({
+      inject: [Env],
+      useFactory: (env: Env) => ({
+        pinoHttp: {
+          level: env.LOG_LEVEL,
+          genReqId: (req: IncomingMessage, res: ServerResponse) => {
+            const given = req.headers['x-request-id'];
+            const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+            res.setHeader('X-Request-Id', id);
+            return id;
+          },
+          redact: ['req.headers.authorization', 'req.headers.cookie'],
+          customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) =>
+            err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug',
+          serializers: {
+            req: (req: { id: string; method: string; url: string }) => ({ id: req.id, method: req.method, url: req.url }),
+          },
+        },
+      }),
+    }),
+  ],
+})
+export class LoggingModule {}

@@ -1,0 +1,58 @@
+import { Type } from 'class-transformer';
+import { ArrayMaxSize, IsArray, IsIn, IsNumber, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { NAME_PATTERN, NAME_RULE } from '../../users/dto/user.dto';
+import { PROJECT_ROLES, type ProjectRole } from '../entities/project-member.entity';
+
+export class CreateProjectDto {
+  @IsString()
+  @Matches(NAME_PATTERN, { message: NAME_RULE })
+  name!: string;
+
+  @IsOptional()
+  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 6 })
+  @Min(0)
+  @Max(1e12)
+  billing_limit_usd?: number | null;
+}
+
+export class UpdateProjectDto {
+  @IsOptional()
+  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 6 })
+  @Min(0)
+  @Max(1e12)
+  billing_limit_usd?: number | null;
+}
+
+export class MemberDto {
+  @IsString()
+  @Matches(NAME_PATTERN, { message: NAME_RULE })
+  user!: string;
+
+  @IsIn(PROJECT_ROLES)
+  role!: ProjectRole;
+}
+
+export class SetMembersDto {
+  @IsArray()
+  @ArrayMaxSize(1000)
+  @ValidateNested({ each: true })
+  @Type(() => MemberDto)
+  members!: MemberDto[];
+}
+
+export interface ProjectView {
+  id: string;
+  name: string;
+  billing_limit_usd: number | null;
+  created_at: string;
+  members: { user: string; role: ProjectRole }[];
+}
+
+/** What other modules learn about the caller's standing in a project. */
+export interface ProjectAccess {
+  projectId: string;
+  projectName: string;
+  /** null for a global admin who is not a member. */
+  role: ProjectRole | null;
+  billingLimitUsd: number | null;
+}

@@ -1,0 +1,43 @@
+import { Body, Controller, Get, Param, Patch, Post, Put, Query } from '@nestjs/common';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
+import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
+import { Page, PageQueryDto } from '../../common/pagination/cursor';
+import { CreateProjectDto, ProjectView, SetMembersDto, UpdateProjectDto } from './dto/project.dto';
+import { ProjectsService } from './projects.service';
+
+@ApiTags('projects')
+@ApiBearerAuth()
+@Controller('api/v1/projects')
+@Access('user')
+export class ProjectsController {
+  constructor(private readonly projects: ProjectsService) {}
+
+  /** The creator becomes the project's admin. */
+  @Post()
+  create(@CurrentPrincipal() p: Principal, @Body() body: CreateProjectDto, @IdempotencyKey() key?: string): Promise<ProjectView> {
+    return this.projects.create(p, body, key);
+  }
+
+  @Get()
+  list(@CurrentPrincipal() p: Principal, @Query() q: PageQueryDto): Promise<Page<ProjectView>> {
+    return this.projects.list(p, q.limit, q.cursor);
+  }
+
+  @Get(':project')
+  get(@CurrentPrincipal() p: Principal, @Param('project') project: string): Promise<ProjectView> {
+    return this.projects.get(p, project);
+  }
+
+  /** Project admins change the billing limit (null removes it). */
+  @Patch(':project')
+  update(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Body() body: UpdateProjectDto): Promise<ProjectView> {
+    return this.projects.update(p, project, body);
+  }
+
+  /** Replaces the whole member list; project admins only. */
+  @Put(':project/members')
+  setMembers(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Body() body: SetMembersDto): Promise<ProjectView> {
+    return this.projects.setMembers(p, project, body.members);
+  }
+}

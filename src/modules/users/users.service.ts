@@ -1,0 +1,71 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { createHash, randomBytes } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import type { GlobalRole, Principal } from '../../common/auth/principal';
+import { UserView, UserWithToken, toUserView } from './dto/user.dto';
+import { UsersRepository } from './users.repository';
+
+export const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
+const newToken = () => `rp_${randomBytes(32).toString('base64url')}`;
+
+@Injectable()
+export class UsersService {
+  private readonly logger = new Logger(UsersService.name);
+
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly users: UsersRepository,
+  ) {}
+
+  async authenticate(token: string): Promise<Principal | null> {
+    const user = await this.users.findByTokenHash(hashToken(token));
+    return user ? { userId: user.id, name: user.name, globalRole: user.globalRole } : null;
+  }
+
+  createUser(name: string, globalRole: GlobalRole): Promise<UserWithToken> {
+    return this.dataSource.transaction(async (m) => this.insertWithToken(m, name, globalRole, newToken()));
+  }
+
+  async issueToken(principal: Principal): Promise<{ token: string }> {
+    const token = newToken();
+    await this.dataSource.transaction((m) => this.users.insertToken(m, principal.userId, hashToken(token)));
+    return { token };
+  }
+
+  async me(principal: Principal): Promise<UserView> {
+    const [user] = await this.users.findByIds([principal.userId]);
+    return toUserView(user);
+  }
+
+  /** Users by name, for membership edits; unknown names are returned so the caller can name them in its error. */
+  async resolveNames(names: string[], manager: EntityManager): Promise<{ found: Map<string, string>; missing: string[] }> {
+    const users = await this.users.findByNames(names, manager);
+    const found = new Map(users.map((u) => [u.name, u.id]));
+    return { found, missing: names.filter((n) => !found.has(n)) };
+  }
+
+  async namesByIds(ids: string[]): Promise<Map<string, string>> {
+    if (ids.length === 0) return new Map();
+    return new Map((await this.users.findByIds([...new Set(ids)])).map((u) => [u.id, u.name]));
+  }
+
+  /**
+   * On an empty database, creates the first admin. Its token is RUNPLANE_ADMIN_TOKEN when set (automated
+   * deployments), else random and printed once. Returns the new admin, or null when users already exist.
+   */
+  async bootstrapAdmin(presetToken?: string): Promise<UserWithToken | null> {
+    return this.dataSource.transaction(async (m) => {
+      await this.users.lockBootstrap(m);
+      if ((await this.users.countUsers(m)) > 0) return null;
+      return this.insertWithToken(m, 'admin', 'admin', presetToken ?? newToken());
+    });
+  }
+
+  private async insertWithToken(m: EntityManager, name: string, role: GlobalRole, token: string): Promise<UserWithToken> {
+    const user = await this.users.insertUser(m, name, role);
+    await this.users.insertToken(m, user.id, hashToken(token));
+    this.logger.log({ user: name, role }, 'user created');
+    return { user: toUserView(user), token };
+  }
+}

@@ -1,0 +1,8 @@
+import type { EmbeddedPostgres } from '../../src/infra/database/embedded-postgres';
+import { dropStaleDatabases, withAdminClient } from './test-databases';
+
+export default async function globalTeardown(): Promise<void> {
+  const embedded = (globalThis as { __embedded?: EmbeddedPostgres }).__embedded;
+  if (embedded) return embedded.stop();
+  await withAdminClient(process.env.RUNPLANE_TEST_ADMIN_URL!, dropStaleDatabases);
+}
