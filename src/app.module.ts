@@ -6,6 +6,7 @@ import { HealthModule } from './infra/health/health.module';
 import { LoggingModule } from './infra/logging/logging.module';
 import { MetricsModule } from './infra/metrics/metrics.module';
 import { ProjectsModule } from './modules/projects/projects.module';
+import { RunsModule } from './modules/runs/runs.module';
 import { UsersModule } from './modules/users/users.module';
 
 @Module({
@@ -18,6 +19,7 @@ import { UsersModule } from './modules/users/users.module';
     IdempotencyModule,
     UsersModule,
     ProjectsModule,
+    RunsModule,
   ],
 })
 export class AppModule {}

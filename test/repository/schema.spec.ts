@@ -25,7 +25,7 @@ describe('schema: entities and migrations agree', () => {
   it('names every index and constraint explicitly (no TypeORM hashes)', async () => {
     const rows: { name: string }[] = await t.dataSource.query(`
       SELECT conname AS name FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
-       WHERE n.nspname = 'public' AND c.conrelid <> 'migrations'::regclass
+       WHERE n.nspname = 'public' AND c.conrelid <> 'migrations'::regclass AND c.contype <> 'n' -- PG18 lists NOT NULLs
       UNION ALL
       SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename <> 'migrations'`);
     const hashed = rows.map((r) => r.name).filter((n) => /^(PK|FK|UQ|IDX|REL|CHK)_[0-9a-f]{20,}/.test(n) || !/^(pk|fk|uq|idx|ck|ex)_/.test(n));

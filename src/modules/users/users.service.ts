@@ -45,6 +45,10 @@ export class UsersService {
     return { found, missing: names.filter((n) => !found.has(n)) };
   }
 
+  async idsByNames(names: string[]): Promise<Map<string, string>> {
+    return new Map((await this.users.findByNames(names, this.dataSource.manager)).map((u) => [u.name, u.id]));
+  }
+
   async namesByIds(ids: string[]): Promise<Map<string, string>> {
     if (ids.length === 0) return new Map();
     return new Map((await this.users.findByIds([...new Set(ids)])).map((u) => [u.id, u.name]));

@@ -1,0 +1,192 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import type { Cancellation } from './dto/job-group.dto';
+import { JobGroup } from './entities/job-group.entity';
+
+export interface NewGroup {
+  jobGroupId: number;
+  parentId: number | null;
+  depth: number;
+  attributes: Record<string, unknown>;
+  cancelAfterNFailures: number | null;
+}
+
+export interface Counts {
+  nJobs: number;
+  nCompleted: number;
+  nSucceeded: number;
+  nFailed: number;
+  nCancelled: number;
+}
+
+export interface ChainLevel extends Counts {
+  jobGroupId: number;
+  level: number;
+  cancelAfterNFailures: number | null;
+}
+
+export type CountsDelta = Partial<Counts>;
+
+const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled"`;
+const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy", x.reason`;
+
+@Injectable()
+export class JobGroupsRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** Inserts groups with their closure rows and zeroed counters. `ancestors` maps a group to its [self, parent, ...]. */
+  async insertGroups(m: EntityManager, runId: string, groups: NewGroup[], ancestors: Map<number, number[]>): Promise<void> {
+    if (groups.length === 0) return;
+    await m.query(
+      `INSERT INTO job_groups (run_id, job_group_id, parent_id, depth, attributes, cancel_after_n_failures)
+       SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[], $5::jsonb[], $6::int[])`,
+      [
+        runId,
+        groups.map((g) => g.jobGroupId),
+        groups.map((g) => g.parentId),
+        groups.map((g) => g.depth),
+        groups.map((g) => JSON.stringify(g.attributes)),
+        groups.map((g) => g.cancelAfterNFailures),
+      ],
+    );
+    const closure = groups.flatMap((g) => ancestors.get(g.jobGroupId)!.map((a, level) => [g.jobGroupId, a, level]));
+    await m.query(
+      `INSERT INTO job_group_self_and_ancestors (run_id, job_group_id, ancestor_id, level)
+       SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[])`,
+      [runId, closure.map((r) => r[0]), closure.map((r) => r[1]), closure.map((r) => r[2])],
+    );
+    await m.query(`INSERT INTO job_group_counters (run_id, job_group_id) SELECT $1, unnest($2::int[])`, [runId, groups.map((g) => g.jobGroupId)]);
+  }
+
+  async nextGroupId(m: EntityManager, runId: string): Promise<number> {
+    const [row] = await m.query(`SELECT coalesce(max(job_group_id), 0) + 1 AS next FROM job_groups WHERE run_id = $1`, [runId]);
+    return Number(row.next);
+  }
+
+  findGroup(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<JobGroup | null> {
+    return m.getRepository(JobGroup).findOneBy({ runId, jobGroupId });
+  }
+
+  /**
+   * Locks the counters of a group and all its ancestors, deepest first (root last, so the hottest row is held
+   * for the shortest time). Every writer locks in this order, so two chains never deadlock.
+   */
+  async lockChain(m: EntityManager, runId: string, jobGroupId: number): Promise<ChainLevel[]> {
+    const rows: ChainLevel[] = await m.query(
+      `SELECT sa.ancestor_id AS "jobGroupId", sa.level, g.cancel_after_n_failures AS "cancelAfterNFailures", ${COUNTS}
+         FROM job_group_self_and_ancestors sa
+         JOIN job_group_counters c ON c.run_id = sa.run_id AND c.job_group_id = sa.ancestor_id
+         JOIN job_groups g ON g.run_id = sa.run_id AND g.job_group_id = sa.ancestor_id
+        WHERE sa.run_id = $1 AND sa.job_group_id = $2
+        ORDER BY sa.level
+          FOR UPDATE OF c`,
+      [runId, jobGroupId],
+    );
+    return rows;
+  }
+
+  /** Direct cancellations of a group or any ancestor, earliest first. */
+  async chainCancellations(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<Cancellation[]> {
+    return m.query(
+      `SELECT ${CANCELLATION}
+         FROM job_group_self_and_ancestors sa
+         JOIN job_groups_cancelled x ON x.run_id = sa.run_id AND x.job_group_id = sa.ancestor_id
+        WHERE sa.run_id = $1 AND sa.job_group_id = $2
+        ORDER BY x.cancelled_at, sa.level DESC`,
+      [runId, jobGroupId],
+    );
+  }
+
+  /** For every group of the given runs that lies under a cancelled group: the earliest such cancellation. */
+  async effectiveCancellations(runIds: string[], m: EntityManager = this.dataSource.manager): Promise<(Cancellation & { runId: string; groupId: number })[]> {
+    if (runIds.length === 0) return [];
+    return m.query(
+      `SELECT DISTINCT ON (sa.run_id, sa.job_group_id) sa.run_id AS "runId", sa.job_group_id AS "groupId", ${CANCELLATION}
+         FROM job_groups_cancelled x
+         JOIN job_group_self_and_ancestors sa ON sa.run_id = x.run_id AND sa.ancestor_id = x.job_group_id
+        WHERE x.run_id = ANY($1::uuid[])
+        ORDER BY sa.run_id, sa.job_group_id, x.cancelled_at, sa.level DESC`,
+      [runIds],
+    );
+  }
+
+  async addCounts(m: EntityManager, runId: string, groupIds: number[], d: CountsDelta): Promise<(Counts & { jobGroupId: number })[]> {
+    if (groupIds.length === 0) return [];
+    return m.query(
+      `UPDATE job_group_counters c
+          SET n_jobs = n_jobs + $3, n_completed = n_completed + $4, n_succeeded = n_succeeded + $5,
+              n_failed = n_failed + $6, n_cancelled = n_cancelled + $7
+        WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
+        RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
+      [runId, groupIds, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0],
+    );
+  }
+
+  /** Adds `n` jobs to many groups at once (run submission): one statement. */
+  async addJobCounts(m: EntityManager, runId: string, perGroup: Map<number, number>): Promise<void> {
+    if (perGroup.size === 0) return;
+    await m.query(
+      `UPDATE job_group_counters c SET n_jobs = c.n_jobs + v.n
+         FROM unnest($2::int[], $3::int[]) AS v(g, n)
+        WHERE c.run_id = $1 AND c.job_group_id = v.g`,
+      [runId, [...perGroup.keys()], [...perGroup.values()]],
+    );
+  }
+
+  async setState(m: EntityManager, runId: string, groupIds: number[], state: 'running' | 'complete'): Promise<void> {
+    if (groupIds.length === 0) return;
+    await m.query(`UPDATE job_groups SET state = $3 WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND state <> $3`, [runId, groupIds, state]);
+  }
+
+  async insertCancellation(m: EntityManager, runId: string, jobGroupId: number, by: string, reason: string): Promise<Cancellation> {
+    const [row] = await m.query(
+      `INSERT INTO job_groups_cancelled AS x (run_id, job_group_id, cancelled_by, reason) VALUES ($1, $2, $3, $4)
+       RETURNING ${CANCELLATION}`,
+      [runId, jobGroupId, by, reason],
+    );
+    return row;
+  }
+
+  async countsOf(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<Counts | null> {
+    const [row] = await m.query(`SELECT ${COUNTS} FROM job_group_counters c WHERE c.run_id = $1 AND c.job_group_id = $2`, [runId, jobGroupId]);
+    return row ?? null;
+  }
+
+  /** Root counters of several runs at once (for run lists). */
+  async rootCounts(runIds: string[]): Promise<Map<string, Counts>> {
+    if (runIds.length === 0) return new Map();
+    const rows: (Counts & { runId: string })[] = await this.dataSource.query(
+      `SELECT c.run_id AS "runId", ${COUNTS} FROM job_group_counters c WHERE c.run_id = ANY($1::uuid[]) AND c.job_group_id = 0`,
+      [runIds],
+    );
+    return new Map(rows.map((r) => [r.runId, r]));
+  }
+
+  async children(runId: string, parentId: number, after: number | undefined, limit: number): Promise<JobGroup[]> {
+    const qb = this.dataSource
+      .getRepository(JobGroup)
+      .createQueryBuilder('g')
+      .where('g.run_id = :runId AND g.parent_id = :parentId', { runId, parentId });
+    if (after !== undefined) qb.andWhere('g.job_group_id > :after', { after });
+    return qb.orderBy('g.job_group_id', 'ASC').limit(limit).getMany();
+  }
+
+  async countersOfGroups(runId: string, groupIds: number[]): Promise<Map<number, Counts>> {
+    if (groupIds.length === 0) return new Map();
+    const rows: (Counts & { jobGroupId: number })[] = await this.dataSource.query(
+      `SELECT c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])`,
+      [runId, groupIds],
+    );
+    return new Map(rows.map((r) => [r.jobGroupId, r]));
+  }
+
+  /** The group and every descendant. */
+  async subtreeIds(runId: string, jobGroupId: number): Promise<number[]> {
+    const rows: { id: number }[] = await this.dataSource.query(
+      `SELECT job_group_id AS id FROM job_group_self_and_ancestors WHERE run_id = $1 AND ancestor_id = $2`,
+      [runId, jobGroupId],
+    );
+    return rows.map((r) => r.id);
+  }
+}

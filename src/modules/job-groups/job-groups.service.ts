@@ -1,0 +1,280 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { DomainError, notFound } from '../../common/errors/domain-error';
+import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
+import { Cancellation, GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
+import { JobGroup } from './entities/job-group.entity';
+import { ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
+
+/** A group and its ancestors with their counters locked (deepest first), and the cancellation that applies, if any. */
+export interface Chain {
+  runId: string;
+  levels: ChainLevel[];
+  cancellation: Cancellation | null;
+}
+
+export type JobOutcome = 'succeeded' | 'failed' | 'cancelled';
+
+export interface GroupTreeRequest {
+  ref: string;
+  parentRef?: string;
+  attributes?: Record<string, unknown>;
+  cancelAfterNFailures?: number;
+}
+
+export interface RootState {
+  counts: Counts;
+  stopReason: string | null;
+}
+
+const groupCancelled = (id: number, c: Cancellation) =>
+  new DomainError('GROUP_CANCELLED', `job group ${id} is cancelled (group ${c.jobGroupId}: ${c.reason})`, [{ job_group_id: c.jobGroupId, reason: c.reason }]);
+
+/**
+ * The job-group tree of a run: creation (closure rows written once), recursive counters, and cancellation that
+ * writes O(depth) rows whatever the subtree holds. Methods taking an EntityManager run in the caller's transaction.
+ */
+@Injectable()
+export class JobGroupsService {
+  constructor(private readonly groups: JobGroupsRepository) {}
+
+  /** Root group 0 plus the request's groups (by `ref`). Returns each ref's group id and each group's chain. */
+  async createTree(
+    m: EntityManager,
+    runId: string,
+    root: { cancelAfterNFailures?: number },
+    requested: GroupTreeRequest[],
+  ): Promise<{ ids: Map<string, number>; ancestors: Map<number, number[]> }> {
+    const ids = new Map<string, number>();
+    const byRef = new Map<string, GroupTreeRequest>();
+    requested.forEach((g, i) => {
+      if (byRef.has(g.ref)) throw fieldError(`job_groups[${i}].ref`, `duplicates ref ${g.ref}`);
+      byRef.set(g.ref, g);
+    });
+    const rows: NewGroup[] = [{ jobGroupId: 0, parentId: null, depth: 0, attributes: {}, cancelAfterNFailures: root.cancelAfterNFailures ?? null }];
+    const ancestors = new Map<number, number[]>([[0, [0]]]);
+    const place = (g: GroupTreeRequest, path: string[]): number => {
+      const known = ids.get(g.ref);
+      if (known !== undefined) return known;
+      if (path.includes(g.ref)) throw fieldError('job_groups', `parent_ref cycle through ${[...path, g.ref].join(' → ')}`);
+      let parentId = 0;
+      if (g.parentRef !== undefined) {
+        const parent = byRef.get(g.parentRef);
+        if (!parent) throw fieldError('job_groups.parent_ref', `names unknown ref ${g.parentRef}`);
+        parentId = place(parent, [...path, g.ref]);
+      }
+      const chain = [rows.length, ...ancestors.get(parentId)!];
+      const depth = chain.length - 1;
+      if (depth > MAX_DEPTH) throw new DomainError('MAX_DEPTH_EXCEEDED', `job group ${g.ref} would be at depth ${depth}; at most ${MAX_DEPTH} levels below the root`);
+      const id = rows.length;
+      rows.push({ jobGroupId: id, parentId, depth, attributes: g.attributes ?? {}, cancelAfterNFailures: g.cancelAfterNFailures ?? null });
+      ancestors.set(id, chain);
+      ids.set(g.ref, id);
+      return id;
+    };
+    requested.forEach((g) => place(g, []));
+    await this.groups.insertGroups(m, runId, rows, ancestors);
+    return { ids, ancestors };
+  }
+
+  /** Counts new jobs of a new run into their groups and every ancestor (`jobsPerGroup`: direct jobs per group). */
+  async countNewJobs(m: EntityManager, runId: string, ancestors: Map<number, number[]>, jobsPerGroup: Map<number, number>): Promise<void> {
+    const recursive = new Map<number, number>();
+    for (const [g, n] of jobsPerGroup) for (const a of ancestors.get(g)!) recursive.set(a, (recursive.get(a) ?? 0) + n);
+    await this.groups.addJobCounts(m, runId, recursive);
+    await this.groups.setState(m, runId, [...recursive.keys()], 'running');
+  }
+
+  /** A new group under `parentId`; refused under a cancelled group and below depth 5. */
+  async createGroup(m: EntityManager, runId: string, parentId: number, attributes: Record<string, unknown>, cancelAfterNFailures: number | null): Promise<number> {
+    const chain = await this.lockChain(m, runId, parentId);
+    if (chain.cancellation) throw groupCancelled(parentId, chain.cancellation);
+    const depth = chain.levels.length;
+    if (depth > MAX_DEPTH) throw new DomainError('MAX_DEPTH_EXCEEDED', `a group under ${parentId} would be at depth ${depth}; at most ${MAX_DEPTH} levels below the root`);
+    const id = await this.groups.nextGroupId(m, runId);
+    await this.groups.insertGroups(m, runId, [{ jobGroupId: id, parentId, depth, attributes, cancelAfterNFailures }], new Map([[id, [id, ...chain.levels.map((l) => l.jobGroupId)]]]));
+    return id;
+  }
+
+  /** Locks a group's chain; 404 when the group does not exist. */
+  async lockChain(m: EntityManager, runId: string, jobGroupId: number): Promise<Chain> {
+    const levels = await this.groups.lockChain(m, runId, jobGroupId);
+    if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
+    // A separate statement, so it sees a cancellation committed while we waited for the locks.
+    const [cancellation = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
+    return { runId, levels, cancellation };
+  }
+
+  /** Locks a group's chain for adding jobs to it: refused (409) when the group or an ancestor is cancelled. */
+  async lockForNewJobs(m: EntityManager, runId: string, jobGroupId: number): Promise<Chain> {
+    const chain = await this.lockChain(m, runId, jobGroupId);
+    if (chain.cancellation) throw groupCancelled(jobGroupId, chain.cancellation);
+    return chain;
+  }
+
+  async addJobs(m: EntityManager, chain: Chain, n: number): Promise<void> {
+    const ids = chain.levels.map((l) => l.jobGroupId);
+    await this.groups.addCounts(m, chain.runId, ids, { nJobs: n });
+    await this.groups.setState(m, chain.runId, ids, 'running');
+  }
+
+  /**
+   * Counts one job's final outcome in its group and every ancestor, marks groups whose subtree is now complete,
+   * and applies fail-fast: each level whose failures reach its `cancel_after_n_failures` is cancelled here, in the
+   * same transaction. Returns the cancellations it made.
+   */
+  async recordOutcome(m: EntityManager, chain: Chain, outcome: JobOutcome): Promise<Cancellation[]> {
+    const delta = { nCompleted: 1, nSucceeded: outcome === 'succeeded' ? 1 : 0, nFailed: outcome === 'failed' ? 1 : 0, nCancelled: outcome === 'cancelled' ? 1 : 0 };
+    const updated = await this.groups.addCounts(m, chain.runId, chain.levels.map((l) => l.jobGroupId), delta);
+    const counts = new Map(updated.map((u) => [u.jobGroupId, u]));
+    const levels = chain.levels.map((l) => ({ ...l, ...counts.get(l.jobGroupId)! }));
+    await this.groups.setState(m, chain.runId, levels.filter((l) => l.nCompleted === l.nJobs).map((l) => l.jobGroupId), 'complete');
+    const made: Cancellation[] = [];
+    if (outcome !== 'failed') return made;
+    for (let i = 0; i < levels.length; i++) {
+      const l = levels[i];
+      if (l.cancelAfterNFailures === null || l.nFailed < l.cancelAfterNFailures) continue;
+      const { cancellation, updated } = await this.cancelLocked(m, chain.runId, levels.slice(i), 'system', 'fail_fast');
+      made.push(cancellation);
+      for (const u of updated) Object.assign(levels.find((x) => x.jobGroupId === u.jobGroupId)!, u);
+    }
+    return made;
+  }
+
+  /**
+   * Cancels a group: one row in job_groups_cancelled plus counter adjustments on it and its ancestors, whatever
+   * the subtree holds. Idempotent: when the group (or an ancestor) is already cancelled, returns that record.
+   */
+  async cancel(
+    m: EntityManager,
+    runId: string,
+    jobGroupId: number,
+    by: string,
+    reason: string,
+  ): Promise<{ cancellation: Cancellation; created: boolean }> {
+    const chain = await this.lockChain(m, runId, jobGroupId);
+    if (chain.cancellation) return { cancellation: chain.cancellation, created: false };
+    return { cancellation: (await this.cancelLocked(m, runId, chain.levels, by, reason)).cancellation, created: true };
+  }
+
+  /** Stopping a run: cancels group 0 unless every job is already counted complete (a finished run stays as it is). */
+  async stopRoot(m: EntityManager, runId: string, by: string, reason: string): Promise<Cancellation | null> {
+    const chain = await this.lockChain(m, runId, 0);
+    if (chain.cancellation) return chain.cancellation;
+    const root = chain.levels[0];
+    if (root.nJobs > 0 && root.nCompleted === root.nJobs) return null;
+    return (await this.cancelLocked(m, runId, chain.levels, by, reason)).cancellation;
+  }
+
+  /** `levels` starts at the group to cancel, counters locked and current. Jobs not yet counted become cancelled. */
+  private async cancelLocked(
+    m: EntityManager,
+    runId: string,
+    levels: ChainLevel[],
+    by: string,
+    reason: string,
+  ): Promise<{ cancellation: Cancellation; updated: (Counts & { jobGroupId: number })[] }> {
+    const target = levels[0];
+    const cancellation = await this.groups.insertCancellation(m, runId, target.jobGroupId, by, reason);
+    const k = target.nJobs - target.nCompleted;
+    if (k === 0) return { cancellation, updated: [] };
+    const updated = await this.groups.addCounts(m, runId, levels.map((l) => l.jobGroupId), { nCompleted: k, nCancelled: k });
+    await this.groups.setState(m, runId, updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId), 'complete');
+    return { cancellation, updated };
+  }
+
+  /** The root's counters and its cancellation reason, read fresh (call with the run row locked). */
+  async rootState(m: EntityManager, runId: string): Promise<RootState> {
+    const counts = await this.groups.countsOf(runId, 0, m);
+    if (!counts) throw notFound('job group 0');
+    const [root] = await this.groups.chainCancellations(runId, 0, m);
+    return { counts, stopReason: root?.reason ?? null };
+  }
+
+  async rootCounts(runIds: string[]): Promise<Map<string, Counts>> {
+    return this.groups.rootCounts(runIds);
+  }
+
+  /** Per run, the groups under a cancellation and the (earliest) cancellation that applies to each. */
+  async effectiveCancellations(runIds: string[], m?: EntityManager): Promise<Map<string, Map<number, Cancellation>>> {
+    const rows = await this.groups.effectiveCancellations(runIds, m);
+    const out = new Map<string, Map<number, Cancellation>>();
+    for (const r of rows) {
+      let perRun = out.get(r.runId);
+      if (!perRun) out.set(r.runId, (perRun = new Map()));
+      perRun.set(r.groupId, { jobGroupId: r.jobGroupId, cancelledAt: r.cancelledAt, cancelledBy: r.cancelledBy, reason: r.reason });
+    }
+    return out;
+  }
+
+  async get(runId: string, jobGroupId: number, m?: EntityManager): Promise<JobGroupView> {
+    const group = await this.groups.findGroup(runId, jobGroupId, m);
+    if (!group) throw notFound(`job group ${jobGroupId}`);
+    const counts = (await this.groups.countsOf(runId, jobGroupId, m))!;
+    const [cancellation = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
+    return toView(group, counts, cancellation);
+  }
+
+  async requireGroup(runId: string, jobGroupId: number): Promise<void> {
+    if (!(await this.groups.findGroup(runId, jobGroupId))) throw notFound(`job group ${jobGroupId}`);
+  }
+
+  async children(runId: string, jobGroupId: number, limit: number, cursor?: string): Promise<Page<JobGroupView>> {
+    await this.requireGroup(runId, jobGroupId);
+    const after = cursor ? (decodeCursor(cursor, ['number'])[0] as number) : undefined;
+    const rows = await this.groups.children(runId, jobGroupId, after, limit + 1);
+    const page = toPage(rows, limit, (g) => [g.jobGroupId], (g) => g);
+    const counts = await this.groups.countersOfGroups(runId, page.items.map((g) => g.jobGroupId));
+    const cancellations = (await this.effectiveCancellations([runId])).get(runId) ?? new Map<number, Cancellation>();
+    return {
+      items: page.items.map((g) => toView(g, counts.get(g.jobGroupId)!, cancellations.get(g.jobGroupId) ?? null)),
+      next_cursor: page.next_cursor,
+    };
+  }
+
+  subtreeIds(runId: string, jobGroupId: number): Promise<number[]> {
+    return this.groups.subtreeIds(runId, jobGroupId);
+  }
+}
+
+function fieldError(field: string, message: string): DomainError {
+  return new DomainError('VALIDATION_FAILED', `${field} ${message}`, [{ field, message }]);
+}
+
+/**
+ * Counts as the API shows them. Under a cancellation, jobs not yet counted are cancelled: the stored counters of
+ * groups below the cancelled one were (by design) not touched, so the difference is added here, at read.
+ */
+export function effectiveCounts(c: Counts, cancelled: boolean): GroupCounts {
+  const pending = cancelled ? c.nJobs - c.nCompleted : 0;
+  return {
+    n_jobs: c.nJobs,
+    n_completed: c.nCompleted + pending,
+    n_succeeded: c.nSucceeded,
+    n_failed: c.nFailed,
+    n_cancelled: c.nCancelled + pending,
+  };
+}
+
+/** failure > cancelled > success > running. */
+export function groupStatus(c: GroupCounts, cancelled: boolean): GroupStatus {
+  if (c.n_failed > 0) return 'failure';
+  if (cancelled || (c.n_completed === c.n_jobs && c.n_cancelled > 0)) return 'cancelled';
+  if (c.n_completed === c.n_jobs) return 'success';
+  return 'running';
+}
+
+function toView(g: JobGroup, counts: Counts, cancellation: Cancellation | null): JobGroupView {
+  const eff = effectiveCounts(counts, cancellation !== null);
+  return {
+    job_group_id: g.jobGroupId,
+    parent_id: g.parentId,
+    depth: g.depth,
+    attributes: g.attributes,
+    cancel_after_n_failures: g.cancelAfterNFailures,
+    state: cancellation || eff.n_completed === eff.n_jobs ? 'complete' : g.state,
+    status: groupStatus(eff, cancellation !== null),
+    cancellation: cancellation ? toCancellationView(cancellation) : null,
+    counts: eff,
+  };
+}

@@ -1,0 +1,76 @@
+import { Check, Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
+import { numericToNumber } from '../../../infra/database/numeric.transformer';
+import type { SubmissionStatus } from '../dto/job-spec';
+
+/** One attempt of a job. */
+@Entity('job_submissions')
+@Index('uq_job_submissions_job_id_submission_num', ['jobId', 'submissionNum'], { unique: true })
+@Index('idx_job_submissions_queue', ['priority', 'submittedAt', 'id'], { where: `status = 'submitted'` })
+@Index('idx_job_submissions_lease', ['leaseExpiresAt'], { where: `status IN ('provisioning', 'running', 'terminating')` })
+@Index('idx_job_submissions_run_id_job_group_id', ['runId', 'jobGroupId'], { where: `status = 'submitted'` })
+@Check('ck_job_submissions_status', `status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted')`)
+export class JobSubmission {
+  @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_submissions' })
+  id!: string;
+
+  @Column({ type: 'uuid' })
+  @ForeignKey('Job', { name: 'fk_job_submissions_job_id', onDelete: 'CASCADE' })
+  jobId!: string;
+
+  @Column({ type: 'uuid' })
+  runId!: string;
+
+  @Column({ type: 'integer' })
+  jobGroupId!: number;
+
+  @Column({ type: 'integer' })
+  submissionNum!: number;
+
+  @Column({ type: 'varchar', length: 16 })
+  status!: SubmissionStatus;
+
+  @Column({ type: 'varchar', length: 64, nullable: true })
+  terminationReason!: string | null;
+
+  @Column({ type: 'integer', nullable: true })
+  exitStatus!: number | null;
+
+  @Column({ type: 'integer', default: 0 })
+  priority!: number;
+
+  @Column({ type: 'numeric', precision: 10, scale: 3, transformer: numericToNumber })
+  cpu!: number;
+
+  @Column({ type: 'integer' })
+  memoryMib!: number;
+
+  @Column({ type: 'integer', default: 0 })
+  gpu!: number;
+
+  @Column({ type: 'timestamptz', default: () => 'now()' })
+  submittedAt!: Date;
+
+  @Column({ type: 'timestamptz', nullable: true })
+  claimedAt!: Date | null;
+
+  @Column({ type: 'timestamptz', nullable: true })
+  startedAt!: Date | null;
+
+  @Column({ type: 'timestamptz', nullable: true })
+  finishedAt!: Date | null;
+
+  @Column({ type: 'varchar', length: 128, nullable: true })
+  workerId!: string | null;
+
+  @Column({ type: 'timestamptz', nullable: true })
+  leaseExpiresAt!: Date | null;
+
+  @Column({ type: 'timestamptz', nullable: true })
+  lastHeartbeatAt!: Date | null;
+
+  @Column({ type: 'jsonb', nullable: true })
+  provisioningData!: Record<string, unknown> | null;
+
+  @Column({ type: 'jsonb', nullable: true })
+  runtimeData!: Record<string, unknown> | null;
+}

@@ -1,0 +1,135 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { randomUUID } from 'node:crypto';
+import { Brackets, DataSource, EntityManager } from 'typeorm';
+import type { NewJob } from './dto/job-spec';
+import { Job } from './entities/job.entity';
+import { JobSubmission } from './entities/job-submission.entity';
+
+/** Rows per INSERT statement: big enough to be fast, small enough to keep each statement's arrays modest. */
+const INSERT_CHUNK = 5000;
+
+export interface JobListFilter {
+  groupIds?: number[];
+  /** Effective statuses to keep; empty = all. */
+  statuses: string[];
+  /** Groups under a cancellation whose not-yet-counted jobs show as `terminated` / `aborted`. */
+  terminatedGroups: number[];
+  abortedGroups: number[];
+  after?: [number, number];
+  limit: number;
+}
+
+@Injectable()
+export class JobsRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** Jobs and their submission 0, in multi-row INSERTs of unnested arrays (no statement per job). */
+  async insertJobs(m: EntityManager, runId: string, jobs: NewJob[], priority: number): Promise<void> {
+    for (let start = 0; start < jobs.length; start += INSERT_CHUNK) {
+      const chunk = jobs.slice(start, start + INSERT_CHUNK);
+      const jobIds = chunk.map(() => randomUUID());
+      const submissionIds = chunk.map(() => randomUUID());
+      await m.query(
+        `INSERT INTO jobs (id, run_id, job_group_id, job_num, replica_num, job_name, spec, always_run,
+                           status, latest_submission_id, latest_submission_num, submission_count)
+         SELECT j.id, $1, j.g, j.num, j.replica, j.name, j.spec, j.always_run, 'submitted', j.sub, 0, 1
+           FROM unnest($2::uuid[], $3::int[], $4::int[], $5::int[], $6::text[], $7::jsonb[], $8::bool[], $9::uuid[])
+             AS j(id, g, num, replica, name, spec, always_run, sub)`,
+        [
+          runId,
+          jobIds,
+          chunk.map((j) => j.jobGroupId),
+          chunk.map((j) => j.jobNum),
+          chunk.map((j) => j.replicaNum),
+          chunk.map((j) => j.jobName),
+          chunk.map((j) => JSON.stringify(j.spec)),
+          chunk.map((j) => j.alwaysRun),
+          submissionIds,
+        ],
+      );
+      await m.query(
+        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu, memory_mib, gpu)
+         SELECT s.id, s.job, $1, s.g, 0, 'submitted', $2, s.cpu, s.mem, s.gpu
+           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[]) AS s(id, job, g, cpu, mem, gpu)`,
+        [
+          runId,
+          priority,
+          submissionIds,
+          jobIds,
+          chunk.map((j) => j.jobGroupId),
+          chunk.map((j) => j.spec.resources.cpu),
+          chunk.map((j) => j.spec.resources.memory_mib),
+          chunk.map((j) => j.spec.resources.gpu ?? 0),
+        ],
+      );
+    }
+  }
+
+  /** The next free job_num of a run (call with the root group's counters locked, which serialises additions). */
+  async nextJobNum(m: EntityManager, runId: string): Promise<number> {
+    const [row] = await m.query(`SELECT coalesce(max(job_num), -1) + 1 AS next FROM jobs WHERE run_id = $1`, [runId]);
+    return Number(row.next);
+  }
+
+  findJob(runId: string, jobId: string): Promise<Job | null> {
+    return this.dataSource.getRepository(Job).findOneBy({ runId, id: jobId });
+  }
+
+  /** All jobs of the given runs, in job order. */
+  jobsOfRuns(runIds: string[], m: EntityManager = this.dataSource.manager): Promise<Job[]> {
+    if (runIds.length === 0) return Promise.resolve([]);
+    return m
+      .getRepository(Job)
+      .createQueryBuilder('j')
+      .where('j.run_id = ANY(:runIds)', { runIds })
+      .orderBy('j.run_id')
+      .addOrderBy('j.job_num')
+      .addOrderBy('j.replica_num')
+      .getMany();
+  }
+
+  /** Jobs of a run numbered from `fromJobNum` on (the ones a request just added). */
+  jobsFrom(m: EntityManager, runId: string, fromJobNum: number): Promise<Job[]> {
+    return m
+      .getRepository(Job)
+      .createQueryBuilder('j')
+      .where('j.run_id = :runId AND j.job_num >= :fromJobNum', { runId, fromJobNum })
+      .orderBy('j.job_num')
+      .addOrderBy('j.replica_num')
+      .getMany();
+  }
+
+  /** A job's submissions, newest first, before `beforeNum`. */
+  history(jobId: string, beforeNum: number | undefined, limit: number): Promise<JobSubmission[]> {
+    const qb = this.dataSource.getRepository(JobSubmission).createQueryBuilder('s').where('s.job_id = :jobId', { jobId });
+    if (beforeNum !== undefined) qb.andWhere('s.submission_num < :beforeNum', { beforeNum });
+    return qb.orderBy('s.submission_num', 'DESC').limit(limit).getMany();
+  }
+
+  submissionsByIds(ids: string[], m: EntityManager = this.dataSource.manager): Promise<JobSubmission[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return m.getRepository(JobSubmission).createQueryBuilder('s').where('s.id = ANY(:ids)', { ids }).getMany();
+  }
+
+  /** Jobs of a run (optionally of some groups) by effective status, keyset-paginated on (job_num, replica_num). */
+  listJobs(runId: string, f: JobListFilter): Promise<Job[]> {
+    const qb = this.dataSource.getRepository(Job).createQueryBuilder('j').where('j.run_id = :runId', { runId });
+    if (f.groupIds) qb.andWhere('j.job_group_id = ANY(:groupIds)', { groupIds: f.groupIds });
+    if (f.statuses.length > 0) {
+      qb.andWhere(
+        `(CASE WHEN NOT j.completion_counted AND j.job_group_id = ANY(:aborted) THEN 'aborted'
+               WHEN NOT j.completion_counted AND j.job_group_id = ANY(:terminated) THEN 'terminated'
+               ELSE j.status END) = ANY(:statuses)`,
+        { aborted: f.abortedGroups, terminated: f.terminatedGroups, statuses: f.statuses },
+      );
+    }
+    if (f.after) {
+      const [jobNum, replicaNum] = f.after;
+      qb.andWhere(
+        new Brackets((w) => w.where('j.job_num > :jobNum', { jobNum }).orWhere('j.job_num = :jobNum AND j.replica_num > :replicaNum', { replicaNum })),
+      );
+    }
+    return qb.orderBy('j.job_num').addOrderBy('j.replica_num').limit(f.limit).getMany();
+  }
+}

@@ -1,0 +1,143 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { DomainError, notFound } from '../../common/errors/domain-error';
+import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
+import { Cancellation, cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
+import { JobRequestDto, JobView, NewJob, SUBMISSION_STATUSES, SubmissionView } from './dto/job-spec';
+import { Job } from './entities/job.entity';
+import { JobSubmission } from './entities/job-submission.entity';
+import { JobsRepository } from './jobs.repository';
+import { LatestSubmissionsRepository } from './latest-submissions.repository';
+
+/** Cancellations by group id, for one run: what makes a job's effective status differ from its stored one. */
+export type GroupCancellations = Map<number, Cancellation>;
+
+@Injectable()
+export class JobsService {
+  constructor(
+    private readonly jobs: JobsRepository,
+    private readonly latest: LatestSubmissionsRepository,
+  ) {}
+
+  /** Numbers requested jobs in request order from `firstJobNum`, expanding replicas. */
+  expand(requests: { jobGroupId: number; job: JobRequestDto }[], firstJobNum: number): NewJob[] {
+    const out: NewJob[] = [];
+    requests.forEach(({ jobGroupId, job }, i) => {
+      const jobNum = firstJobNum + i;
+      const spec = { ...job.spec, resources: { ...job.spec.resources } };
+      for (let replicaNum = 0; replicaNum < (job.replicas ?? 1); replicaNum++) {
+        out.push({ jobGroupId, jobNum, replicaNum, jobName: job.name ?? `job-${jobNum}`, spec, alwaysRun: job.always_run ?? false });
+      }
+    });
+    return out;
+  }
+
+  insert(m: EntityManager, runId: string, jobs: NewJob[], priority: number): Promise<void> {
+    return this.jobs.insertJobs(m, runId, jobs, priority);
+  }
+
+  nextJobNum(m: EntityManager, runId: string): Promise<number> {
+    return this.jobs.nextJobNum(m, runId);
+  }
+
+  /**
+   * Job views of several runs with each job's newest `n` submissions (null = all): two statements for any number
+   * of runs and jobs, the job rows and one LATERAL fetch.
+   */
+  async viewsOfRuns(runIds: string[], n: number | null, cancellations: Map<string, GroupCancellations>, m?: EntityManager): Promise<Map<string, JobView[]>> {
+    const jobs = await this.jobs.jobsOfRuns(runIds, m);
+    const submissions = await this.latest.latestPerJob(
+      jobs.map((j) => j.id),
+      n,
+      m,
+    );
+    // With no submissions asked for (n = 0) the latest one is still shown: one indexed read by id.
+    const latestById =
+      n === 0 ? new Map((await this.jobs.submissionsByIds(jobs.map((j) => j.latestSubmissionId), m)).map((s) => [s.id, s])) : undefined;
+    const out = new Map<string, JobView[]>(runIds.map((id) => [id, []]));
+    for (const job of jobs) {
+      const subs = submissions.get(job.id) ?? [];
+      const newest = subs.length > 0 ? subs[subs.length - 1] : undefined;
+      const latest = latestById ? latestById.get(job.latestSubmissionId) : newest?.id === job.latestSubmissionId ? newest : undefined;
+      out.get(job.runId)!.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
+    }
+    return out;
+  }
+
+  /** Views of the jobs just added from `fromJobNum` on, inside the adding transaction. */
+  async addedViews(m: EntityManager, runId: string, fromJobNum: number): Promise<JobView[]> {
+    const jobs = await this.jobs.jobsFrom(m, runId, fromJobNum);
+    const subs = await this.latest.latestPerJob(
+      jobs.map((j) => j.id),
+      1,
+      m,
+    );
+    return jobs.map((j) => {
+      const s = subs.get(j.id) ?? [];
+      return toJobView(j, s, s[0] ?? null, null);
+    });
+  }
+
+  async history(runId: string, jobId: string, limit: number, cursor?: string): Promise<Page<SubmissionView>> {
+    if (!(await this.jobs.findJob(runId, jobId))) throw notFound(`job ${jobId}`);
+    const before = cursor ? (decodeCursor(cursor, ['number'])[0] as number) : undefined;
+    const rows = await this.jobs.history(jobId, before, limit + 1);
+    return toPage(rows, limit, (s) => [s.submissionNum], toSubmissionView);
+  }
+
+  /** Jobs of some groups of a run by effective status, each with its latest submission. */
+  async listJobs(runId: string, groupIds: number[] | undefined, statuses: string[], cancellations: GroupCancellations, limit: number, cursor?: string): Promise<Page<JobView>> {
+    const unknown = statuses.filter((s) => !(SUBMISSION_STATUSES as readonly string[]).includes(s));
+    if (unknown.length > 0) throw new DomainError('VALIDATION_FAILED', `status has unknown values: ${unknown.join(', ')}`, [{ field: 'status', message: `must be among ${SUBMISSION_STATUSES.join(', ')}` }]);
+    const after = cursor ? (decodeCursor(cursor, ['number', 'number']) as [number, number]) : undefined;
+    const aborted: number[] = [];
+    const terminated: number[] = [];
+    for (const [g, c] of cancellations) (cancelledJobOutcome(c).status === 'aborted' ? aborted : terminated).push(g);
+    const rows = await this.jobs.listJobs(runId, { groupIds, statuses, terminatedGroups: terminated, abortedGroups: aborted, after, limit: limit + 1 });
+    const page = toPage(rows, limit, (j) => [j.jobNum, j.replicaNum], (j) => j);
+    const latest = new Map((await this.jobs.submissionsByIds(page.items.map((j) => j.latestSubmissionId))).map((s) => [s.id, s]));
+    return {
+      items: page.items.map((j) => {
+        const s = latest.get(j.latestSubmissionId) ?? null;
+        return toJobView(j, s ? [s] : [], s, cancellations.get(j.jobGroupId) ?? null);
+      }),
+      next_cursor: page.next_cursor,
+    };
+  }
+}
+
+/** A job as the API shows it: its effective status (a cancellation above it wins unless its outcome was counted). */
+export function toJobView(job: Job, submissions: JobSubmission[], latest: JobSubmission | null, cancellation: Cancellation | null): JobView {
+  const cancelled = cancellation !== null && !job.completionCounted;
+  const outcome = cancelled ? cancelledJobOutcome(cancellation) : null;
+  return {
+    id: job.id,
+    job_num: job.jobNum,
+    replica_num: job.replicaNum,
+    job_name: job.jobName,
+    job_group_id: job.jobGroupId,
+    status: outcome?.status ?? job.status,
+    termination_reason: outcome?.terminationReason ?? job.terminationReason,
+    cancelled_job_group_id: cancelled ? cancellation.jobGroupId : null,
+    submission_count: job.submissionCount,
+    folded_submissions: job.foldedSubmissions,
+    latest_job_submission: latest ? toSubmissionView(latest) : null,
+    job_submissions: submissions.map(toSubmissionView),
+  };
+}
+
+export function toSubmissionView(s: JobSubmission): SubmissionView {
+  return {
+    id: s.id,
+    submission_num: s.submissionNum,
+    status: s.status,
+    termination_reason: s.terminationReason,
+    exit_status: s.exitStatus,
+    submitted_at: s.submittedAt.toISOString(),
+    started_at: s.startedAt?.toISOString() ?? null,
+    finished_at: s.finishedAt?.toISOString() ?? null,
+    provisioning_data: s.provisioningData,
+    runtime_data: s.runtimeData,
+    cost_usd: 0,
+  };
+}

@@ -1,0 +1,98 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import { Principal } from '../../common/auth/principal';
+import { DomainError } from '../../common/errors/domain-error';
+import { IdempotencyService } from '../../common/idempotency/idempotency.service';
+import { Page } from '../../common/pagination/cursor';
+import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView } from '../job-groups/dto/job-group.dto';
+import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobView } from '../jobs/dto/job-spec';
+import { JobsService } from '../jobs/jobs.service';
+import { AddJobsDto } from './dto/job-group-requests.dto';
+import { MAX_JOBS_PER_REQUEST } from './dto/submit-run.dto';
+import { RunsService } from './runs.service';
+
+/** The job-group routes of a run: each checks the run first, then works on its tree in one transaction. */
+@Injectable()
+export class RunJobGroupsService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly runs: RunsService,
+    private readonly groups: JobGroupsService,
+    private readonly jobs: JobsService,
+    private readonly idempotency: IdempotencyService,
+  ) {}
+
+  async create(principal: Principal, project: string, runId: string, body: CreateJobGroupDto, key?: string): Promise<JobGroupView> {
+    const { run } = await this.runs.requireRun(principal, project, runId);
+    return this.dataSource.transaction((m) =>
+      this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups`, request: body }, async () => {
+        const id = await this.groups.createGroup(m, run.id, body.parent_id, body.attributes ?? {}, body.cancel_after_n_failures ?? null);
+        return this.groups.get(run.id, id, m);
+      }),
+    );
+  }
+
+  /** Adds up to 10,000 jobs to a group in one transaction; refused under a cancelled group. */
+  async addJobs(principal: Principal, project: string, runId: string, jobGroupId: number, body: AddJobsDto, key?: string): Promise<{ jobs: JobView[] }> {
+    const { run } = await this.runs.requireRun(principal, project, runId);
+    body.jobs.forEach((j, i) => {
+      if (j.group_ref !== undefined) {
+        throw new DomainError('VALIDATION_FAILED', `jobs[${i}].group_ref is not allowed here: jobs go to group ${jobGroupId}`, [{ field: `jobs[${i}].group_ref`, message: 'not allowed here' }]);
+      }
+    });
+    const total = body.jobs.reduce((n, j) => n + (j.replicas ?? 1), 0);
+    if (total > MAX_JOBS_PER_REQUEST) throw new DomainError('VALIDATION_FAILED', `jobs expand to ${total} jobs; at most ${MAX_JOBS_PER_REQUEST} per request`, [{ field: 'jobs', message: 'too many jobs' }]);
+    return this.dataSource.transaction((m) =>
+      this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups/${jobGroupId}/jobs`, request: body }, async () => {
+        const chain = await this.groups.lockForNewJobs(m, run.id, jobGroupId);
+        const first = await this.jobs.nextJobNum(m, run.id);
+        const newJobs = this.jobs.expand(
+          body.jobs.map((job) => ({ jobGroupId, job })),
+          first,
+        );
+        await this.jobs.insert(m, run.id, newJobs, run.priority);
+        await this.groups.addJobs(m, chain, newJobs.length);
+        await this.runs.refreshStatus(m, run.id);
+        return { jobs: await this.jobs.addedViews(m, run.id, first) };
+      }),
+    );
+  }
+
+  async get(principal: Principal, project: string, runId: string, jobGroupId: number): Promise<JobGroupView> {
+    const { run } = await this.runs.requireRun(principal, project, runId);
+    return this.groups.get(run.id, jobGroupId);
+  }
+
+  async children(principal: Principal, project: string, runId: string, jobGroupId: number, limit: number, cursor?: string): Promise<Page<JobGroupView>> {
+    const { run } = await this.runs.requireRun(principal, project, runId);
+    return this.groups.children(run.id, jobGroupId, limit, cursor);
+  }
+
+  async listJobs(
+    principal: Principal,
+    project: string,
+    runId: string,
+    jobGroupId: number,
+    q: { recursive?: boolean; status?: string; limit: number; cursor?: string },
+  ): Promise<Page<JobView>> {
+    const { run } = await this.runs.requireRun(principal, project, runId);
+    await this.groups.requireGroup(run.id, jobGroupId);
+    const groupIds = q.recursive ? (jobGroupId === 0 ? undefined : await this.groups.subtreeIds(run.id, jobGroupId)) : [jobGroupId];
+    const statuses = q.status ? q.status.split(',').map((s) => s.trim()).filter(Boolean) : [];
+    const cancellations = (await this.groups.effectiveCancellations([run.id])).get(run.id) ?? new Map();
+    return this.jobs.listJobs(run.id, groupIds, statuses, cancellations, q.limit, q.cursor);
+  }
+
+  /** Cancels a group (O(depth) writes); repeats return the first cancellation. */
+  async cancel(principal: Principal, project: string, runId: string, jobGroupId: number, reason?: string): Promise<CancellationView> {
+    const { run } = await this.runs.requireRun(principal, project, runId);
+    const cancellation = await this.dataSource.transaction(async (m) => {
+      const result = await this.groups.cancel(m, run.id, jobGroupId, principal.name, reason ?? 'job_group_cancelled');
+      if (result.created) await this.runs.refreshStatus(m, run.id);
+      return result.cancellation;
+    });
+    return toCancellationView(cancellation);
+  }
+}

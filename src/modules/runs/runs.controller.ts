@@ -1,0 +1,70 @@
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
+import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
+import { Page, PageQueryDto } from '../../common/pagination/cursor';
+import { SubmissionView } from '../jobs/dto/job-spec';
+import { JobsService } from '../jobs/jobs.service';
+import { RunGetQueryDto, RunListQueryDto, RunView } from './dto/run-view.dto';
+import { StopRunDto, SubmitRunDto } from './dto/submit-run.dto';
+import { RunsService } from './runs.service';
+
+
+@ApiTags('runs')
+@ApiBearerAuth()
+@Controller('api/v1')
+@Access('user')
+export class RunsController {
+  constructor(
+    private readonly runs: RunsService,
+    private readonly jobs: JobsService,
+  ) {}
+
+  /** Runs of every project the caller may see (admins: all), newest first unless `ascending=true`. */
+  @Get('runs')
+  listAll(@CurrentPrincipal() p: Principal, @Query() q: RunListQueryDto): Promise<Page<RunView>> {
+    return this.runs.list(p, undefined, q);
+  }
+
+  @Post('projects/:project/runs')
+  submit(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Body() body: SubmitRunDto, @IdempotencyKey() key?: string): Promise<RunView> {
+    return this.runs.submit(p, project, body, key);
+  }
+
+  @Get('projects/:project/runs')
+  list(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Query() q: RunListQueryDto): Promise<Page<RunView>> {
+    return this.runs.list(p, project, q);
+  }
+
+  /** One run; `job_submissions_limit` omitted = every submission of every job. */
+  @Get('projects/:project/runs/:runId')
+  get(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Query() q: RunGetQueryDto): Promise<RunView> {
+    return this.runs.get(p, project, runId, q.job_submissions_limit);
+  }
+
+  @Post('projects/:project/runs/:runId/stop')
+  @HttpCode(200)
+  stop(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Body() body: StopRunDto): Promise<RunView> {
+    return this.runs.stop(p, project, runId, body.abort ?? false);
+  }
+
+  /** Only finished runs (else 409 RUN_NOT_FINISHED); soft delete. */
+  @Delete('projects/:project/runs/:runId')
+  @HttpCode(204)
+  delete(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string): Promise<void> {
+    return this.runs.delete(p, project, runId);
+  }
+
+  /** A job's whole history, newest first, paginated. */
+  @Get('projects/:project/runs/:runId/jobs/:jobId/submissions')
+  async submissions(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+    @Param('jobId') jobId: string,
+    @Query() q: PageQueryDto,
+  ): Promise<Page<SubmissionView>> {
+    const { run } = await this.runs.requireRun(p, project, runId);
+    return this.jobs.history(run.id, jobId, q.limit, q.cursor);
+  }
+}

@@ -1,0 +1,96 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { Brackets, DataSource, EntityManager } from 'typeorm';
+import type { DerivedRunStatus, RunSpec } from './dto/run-status';
+import { Run } from './entities/run.entity';
+
+export interface NewRun {
+  projectId: string;
+  userId: string;
+  runName: string;
+  priority: number;
+  spec: RunSpec;
+  attributes: Record<string, unknown>;
+}
+
+export interface ActiveDelta {
+  nProvisioning?: number;
+  nRunning?: number;
+  nRetrying?: number;
+}
+
+export interface RunListFilter {
+  /** undefined = every project (global admin). */
+  projectIds?: string[];
+  statuses: string[];
+  userId?: string;
+  onlyActive: boolean;
+  ascending: boolean;
+  after?: { submittedAt: string; id: string };
+  limit: number;
+}
+
+@Injectable()
+export class RunsRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  async insertRun(m: EntityManager, run: NewRun): Promise<Run> {
+    const repo = m.getRepository(Run);
+    return repo.save(repo.create({ ...run, status: 'submitted', statusMessage: null }));
+  }
+
+  findRun(projectId: string, runId: string, m: EntityManager = this.dataSource.manager): Promise<Run | null> {
+    return m.getRepository(Run).findOneBy({ projectId, id: runId, deleted: false });
+  }
+
+  findRunById(runId: string, m: EntityManager = this.dataSource.manager): Promise<Run | null> {
+    return m.getRepository(Run).findOneBy({ id: runId });
+  }
+
+  async lockRun(m: EntityManager, runId: string): Promise<Run | null> {
+    return m.getRepository(Run).createQueryBuilder('r').setLock('pessimistic_write').where('r.id = :runId', { runId }).getOne();
+  }
+
+  /** Applies active-count deltas and locks the run row (the last lock every run-level transition takes). */
+  async applyActiveDelta(m: EntityManager, runId: string, d: ActiveDelta): Promise<Run> {
+    await m.query(
+      `UPDATE runs SET n_provisioning = n_provisioning + $2, n_running = n_running + $3, n_retrying = n_retrying + $4 WHERE id = $1`,
+      [runId, d.nProvisioning ?? 0, d.nRunning ?? 0, d.nRetrying ?? 0],
+    );
+    return m.getRepository(Run).findOneByOrFail({ id: runId });
+  }
+
+  async setStatus(m: EntityManager, runId: string, s: DerivedRunStatus, finished: boolean): Promise<void> {
+    await m.query(
+      `UPDATE runs SET status = $2, status_message = $3, termination_reason = $4,
+              finished_at = CASE WHEN $5 THEN coalesce(finished_at, now()) ELSE NULL END
+        WHERE id = $1`,
+      [runId, s.status, s.statusMessage, s.terminationReason, finished],
+    );
+  }
+
+  async markDeleted(m: EntityManager, runId: string): Promise<void> {
+    await m.getRepository(Run).update({ id: runId }, { deleted: true });
+  }
+
+  /** A page of runs, keyset on (submitted_at, id) in either direction, from the partial indexes on non-deleted runs. */
+  listRuns(f: RunListFilter): Promise<Run[]> {
+    const qb = this.dataSource.getRepository(Run).createQueryBuilder('r').where('NOT r.deleted');
+    if (f.projectIds) qb.andWhere('r.project_id = ANY(:projectIds)', { projectIds: f.projectIds });
+    if (f.statuses.length > 0) qb.andWhere('r.status = ANY(:statuses)', { statuses: f.statuses });
+    if (f.userId) qb.andWhere('r.user_id = :userId', { userId: f.userId });
+    if (f.onlyActive) qb.andWhere(`r.status NOT IN ('done', 'failed', 'terminated')`);
+    const dir = f.ascending ? 'ASC' : 'DESC';
+    if (f.after) {
+      const op = f.ascending ? '>' : '<';
+      qb.andWhere(
+        new Brackets((w) =>
+          w
+            .where(`r.submitted_at ${op} :afterAt`, { afterAt: f.after!.submittedAt })
+            .orWhere(`r.submitted_at = :afterAt AND r.id ${op} :afterId`, { afterId: f.after!.id }),
+        ),
+      );
+    }
+    return qb.orderBy('r.submitted_at', dir).addOrderBy('r.id', dir).limit(f.limit).getMany();
+  }
+}

@@ -1,0 +1,224 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { randomBytes } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import { Principal } from '../../common/auth/principal';
+import { DomainError, notFound } from '../../common/errors/domain-error';
+import { IdempotencyService } from '../../common/idempotency/idempotency.service';
+import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
+import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobsService } from '../jobs/jobs.service';
+import { ProjectAccess } from '../projects/dto/project.dto';
+import { ProjectsService } from '../projects/projects.service';
+import { UsersService } from '../users/users.service';
+import { ACTIVE_RUN_STATUSES, deriveRunStatus, FINISHED_RUN_STATUSES, RUN_STATUSES } from './dto/run-status';
+import { RunListQueryDto, RunView } from './dto/run-view.dto';
+import { MAX_JOBS_PER_REQUEST, SubmitRunDto } from './dto/submit-run.dto';
+import { Run } from './entities/run.entity';
+import { ActiveDelta, RunsRepository } from './runs.repository';
+
+export interface RunRef {
+  access: ProjectAccess;
+  run: Run;
+}
+
+@Injectable()
+export class RunsService {
+  constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly runs: RunsRepository,
+    private readonly projects: ProjectsService,
+    private readonly users: UsersService,
+    private readonly groups: JobGroupsService,
+    private readonly jobs: JobsService,
+    private readonly idempotency: IdempotencyService,
+  ) {}
+
+  /** A run of a project the caller can see; another project's run is a 404, like a missing one. */
+  async requireRun(principal: Principal, projectName: string, runId: string): Promise<RunRef> {
+    const access = await this.projects.requireAccess(principal, projectName);
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(runId)) throw notFound(`run ${runId}`);
+    const run = await this.runs.findRun(access.projectId, runId);
+    if (!run) throw notFound(`run ${runId}`);
+    return { access, run };
+  }
+
+  /** Submits a run in one transaction: the run, its group tree, its jobs with submission 0, the counters. */
+  async submit(principal: Principal, projectName: string, body: SubmitRunDto, idempotencyKey?: string): Promise<RunView> {
+    const access = await this.projects.requireAccess(principal, projectName);
+    const total = body.jobs.reduce((n, j) => n + (j.replicas ?? 1), 0);
+    if (total > MAX_JOBS_PER_REQUEST) {
+      throw new DomainError('VALIDATION_FAILED', `jobs expand to ${total} jobs with replicas; at most ${MAX_JOBS_PER_REQUEST} per request`, [{ field: 'jobs', message: 'too many jobs' }]);
+    }
+    const refs = new Set((body.job_groups ?? []).map((g) => g.ref));
+    body.jobs.forEach((j, i) => {
+      if (j.group_ref !== undefined && !refs.has(j.group_ref)) {
+        throw new DomainError('VALIDATION_FAILED', `jobs[${i}].group_ref names unknown ref ${j.group_ref}`, [{ field: `jobs[${i}].group_ref`, message: 'unknown ref' }]);
+      }
+    });
+    return this.dataSource.transaction(async (m) =>
+      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: `POST /projects/${access.projectId}/runs`, request: body }, async () => {
+        const run = await this.insertRun(m, access, principal, body);
+        const { ids, ancestors } = await this.groups.createTree(
+          m,
+          run.id,
+          { cancelAfterNFailures: body.cancel_after_n_failures },
+          (body.job_groups ?? []).map((g) => ({ ref: g.ref, parentRef: g.parent_ref, attributes: g.attributes, cancelAfterNFailures: g.cancel_after_n_failures })),
+        );
+        const newJobs = this.jobs.expand(
+          body.jobs.map((job) => ({ jobGroupId: job.group_ref === undefined ? 0 : ids.get(job.group_ref)!, job })),
+          0,
+        );
+        await this.jobs.insert(m, run.id, newJobs, run.priority);
+        const perGroup = new Map<number, number>();
+        for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
+        await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
+        return this.view(run, access.projectName, principal.name, null, m);
+      }),
+    );
+  }
+
+  private async insertRun(m: EntityManager, access: ProjectAccess, principal: Principal, body: SubmitRunDto): Promise<Run> {
+    const base = {
+      projectId: access.projectId,
+      userId: principal.userId,
+      priority: body.priority ?? 0,
+      spec: body.retry ? { retry: { ...body.retry } } : {},
+      attributes: body.attributes ?? {},
+    };
+    // A savepoint per attempt: a name collision must not abort the whole transaction.
+    for (let attempt = 0; ; attempt++) {
+      const runName = body.run_name ?? generatedRunName();
+      try {
+        return await m.transaction(async (inner) => this.runs.insertRun(inner, { ...base, runName }));
+      } catch (err) {
+        const unique = (err as { driverError?: { constraint?: string } }).driverError?.constraint === 'uq_runs_project_id_run_name';
+        if (!unique) throw err;
+        if (body.run_name !== undefined) throw new DomainError('ALREADY_EXISTS', `run ${body.run_name} already exists in project ${access.projectName}`);
+        if (attempt >= 5) throw err;
+      }
+    }
+  }
+
+  async get(principal: Principal, projectName: string, runId: string, submissionsLimit?: number): Promise<RunView> {
+    const { access, run } = await this.requireRun(principal, projectName, runId);
+    const user = (await this.users.namesByIds([run.userId])).get(run.userId) ?? run.userId;
+    return this.view(run, access.projectName, user, submissionsLimit ?? null);
+  }
+
+  /** Stop = cancel job group 0 (reason stopped_by_user or aborted_by_user). Idempotent; a finished run is left as is. */
+  async stop(principal: Principal, projectName: string, runId: string, abort: boolean): Promise<RunView> {
+    const { run } = await this.requireRun(principal, projectName, runId);
+    await this.dataSource.transaction(async (m) => {
+      await this.groups.stopRoot(m, run.id, principal.name, abort ? 'aborted_by_user' : 'stopped_by_user');
+      await this.refreshStatus(m, run.id);
+    });
+    return this.get(principal, projectName, runId, 10);
+  }
+
+  /** Soft delete of a finished run; its name becomes free again. */
+  async delete(principal: Principal, projectName: string, runId: string): Promise<void> {
+    const { run } = await this.requireRun(principal, projectName, runId);
+    await this.dataSource.transaction(async (m) => {
+      const locked = await this.runs.lockRun(m, run.id);
+      if (!locked || locked.deleted) throw notFound(`run ${runId}`);
+      if (!FINISHED_RUN_STATUSES.includes(locked.status)) {
+        throw new DomainError('RUN_NOT_FINISHED', `run ${run.runName} is ${locked.status}; stop it and wait for it to finish first`);
+      }
+      await this.runs.markDeleted(m, run.id);
+    });
+  }
+
+  /**
+   * Applies active-count changes and re-derives the run's status. Locks the run row first and only then reads the
+   * root counters, so the last transaction to touch a run always sees every earlier commit.
+   */
+  async refreshStatus(m: EntityManager, runId: string, delta: ActiveDelta = {}): Promise<void> {
+    const run = await this.runs.applyActiveDelta(m, runId, delta);
+    const root = await this.groups.rootState(m, runId);
+    const derived = deriveRunStatus({ ...root.counts, nProvisioning: run.nProvisioning, nRunning: run.nRunning, nRetrying: run.nRetrying, stopReason: root.stopReason });
+    if (derived.status !== run.status || derived.statusMessage !== run.statusMessage || derived.terminationReason !== run.terminationReason) {
+      await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
+    }
+  }
+
+  async list(principal: Principal, projectName: string | undefined, q: RunListQueryDto): Promise<Page<RunView>> {
+    const projectIds = projectName ? [(await this.projects.requireAccess(principal, projectName)).projectId] : await this.projects.visibleProjectIds(principal);
+    const statuses = q.status ? q.status.split(',').map((s) => s.trim()).filter(Boolean) : [];
+    const unknown = statuses.filter((s) => !(RUN_STATUSES as readonly string[]).includes(s));
+    if (unknown.length > 0) throw new DomainError('VALIDATION_FAILED', `status has unknown values: ${unknown.join(', ')}`, [{ field: 'status', message: `must be among ${RUN_STATUSES.join(', ')}` }]);
+    let userId: string | undefined;
+    if (q.user) {
+      userId = (await this.users.idsByNames([q.user])).get(q.user);
+      if (!userId) return { items: [], next_cursor: null };
+    }
+    let after: { submittedAt: string; id: string } | undefined;
+    if (q.cursor) {
+      const [at, id] = decodeCursor(q.cursor, ['string', 'string']) as [string, string];
+      if (Number.isNaN(Date.parse(at))) throw new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list');
+      after = { submittedAt: at, id };
+    }
+    const rows = await this.runs.listRuns({
+      projectIds,
+      statuses,
+      userId,
+      onlyActive: q.only_active ?? false,
+      ascending: q.ascending ?? false,
+      after,
+      limit: q.limit + 1,
+    });
+    const page = toPage(rows, q.limit, (r) => [r.submittedAt.toISOString(), r.id], (r) => r);
+    const items = await this.views(page.items, q.include_jobs === false ? undefined : (q.job_submissions_limit ?? 10));
+    return { items, next_cursor: page.next_cursor };
+  }
+
+  /** Views of many runs in a constant number of statements: names, cancellations, jobs, latest submissions. */
+  private async views(runs: Run[], submissionsLimit: number | undefined): Promise<RunView[]> {
+    if (runs.length === 0) return [];
+    const ids = runs.map((r) => r.id);
+    const [projects, users] = await Promise.all([this.projects.namesByIds(runs.map((r) => r.projectId)), this.users.namesByIds(runs.map((r) => r.userId))]);
+    let jobs = new Map<string, RunView['jobs']>();
+    if (submissionsLimit !== undefined) {
+      const cancellations = await this.groups.effectiveCancellations(ids);
+      jobs = await this.jobs.viewsOfRuns(ids, submissionsLimit, cancellations);
+    }
+    return runs.map((r) => toRunView(r, projects.get(r.projectId) ?? r.projectId, users.get(r.userId) ?? r.userId, jobs.get(r.id) ?? []));
+  }
+
+  private async view(run: Run, project: string, user: string, submissionsLimit: number | null, m?: EntityManager): Promise<RunView> {
+    const cancellations = await this.groups.effectiveCancellations([run.id], m);
+    const jobs = await this.jobs.viewsOfRuns([run.id], submissionsLimit, cancellations, m);
+    const fresh = m ? ((await this.runs.findRunById(run.id, m)) ?? run) : run;
+    return toRunView(fresh, project, user, jobs.get(run.id) ?? []);
+  }
+}
+
+export const isActive = (r: Run) => ACTIVE_RUN_STATUSES.includes(r.status);
+
+function toRunView(r: Run, project: string, user: string, jobs: RunView['jobs']): RunView {
+  return {
+    id: r.id,
+    run_name: r.runName,
+    project,
+    user,
+    status: r.status,
+    status_message: r.statusMessage,
+    termination_reason: r.terminationReason,
+    submitted_at: r.submittedAt.toISOString(),
+    finished_at: r.finishedAt?.toISOString() ?? null,
+    priority: r.priority,
+    attributes: r.attributes,
+    retry: r.spec.retry ?? null,
+    cost: { total_usd: 0, breakdown: [] },
+    job_group_id: 0,
+    jobs,
+  };
+}
+
+const ADJECTIVES = ['brave', 'calm', 'eager', 'fancy', 'gentle', 'happy', 'jolly', 'keen', 'lively', 'merry', 'nimble', 'proud', 'quick', 'sharp', 'swift', 'witty'];
+const NOUNS = ['otter', 'falcon', 'badger', 'heron', 'lynx', 'panda', 'raven', 'tiger', 'walrus', 'yak', 'zebra', 'koala', 'moose', 'gecko', 'bison', 'crane'];
+
+function generatedRunName(): string {
+  const b = randomBytes(4);
+  return `${ADJECTIVES[b[0] % ADJECTIVES.length]}-${NOUNS[b[1] % NOUNS.length]}-${b.readUInt16BE(2).toString(16).padStart(4, '0')}`;
+}
