@@ -6,6 +6,7 @@ import {
   IsBoolean,
   IsInt,
   IsNumber,
+  IsObject,
   IsOptional,
   IsString,
   Matches,
@@ -56,6 +57,7 @@ export class JobSpecDto {
   @IsEnvMap()
   env?: Record<string, string>;
 
+  @IsObject()
   @ValidateNested()
   @Type(() => ResourcesDto)
   resources!: ResourcesDto;
@@ -98,6 +100,7 @@ export class JobRequestDto {
   @IsBoolean()
   always_run?: boolean;
 
+  @IsObject()
   @ValidateNested()
   @Type(() => JobSpecDto)
   spec!: JobSpecDto;

@@ -7,6 +7,7 @@ import {
   IsBoolean,
   IsIn,
   IsInt,
+  IsObject,
   IsOptional,
   IsString,
   Matches,
@@ -74,6 +75,7 @@ export class SubmitRunDto {
   attributes?: Record<string, unknown>;
 
   @IsOptional()
+  @IsObject()
   @ValidateNested()
   @Type(() => RetryPolicyDto)
   retry?: RetryPolicyDto;
