@@ -1,25 +1,33 @@
 import { Module } from '@nestjs/common';
+import { AdminModule } from './modules/admin/admin.module';
+import { ScheduleModule } from '@nestjs/schedule';
 import { IdempotencyModule } from './common/idempotency/idempotency.module';
 import { ConfigModule } from './config/config.module';
 import { DatabaseModule } from './infra/database/database.module';
+import { TransactionsModule } from './infra/database/transactions.module';
 import { HealthModule } from './infra/health/health.module';
 import { LoggingModule } from './infra/logging/logging.module';
 import { MetricsModule } from './infra/metrics/metrics.module';
 import { ProjectsModule } from './modules/projects/projects.module';
 import { RunsModule } from './modules/runs/runs.module';
 import { UsersModule } from './modules/users/users.module';
+import { WorkersModule } from './modules/workers/workers.module';
 
 @Module({
   imports: [
     ConfigModule,
     LoggingModule,
     DatabaseModule,
+    TransactionsModule,
     MetricsModule,
     HealthModule,
     IdempotencyModule,
     UsersModule,
     ProjectsModule,
     RunsModule,
+    WorkersModule,
+    AdminModule,
+    ScheduleModule.forRoot(),
   ],
 })
 export class AppModule {}

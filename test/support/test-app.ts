@@ -34,8 +34,8 @@ export interface TestUser {
 export const uniqueName = (prefix: string) => `${prefix}-${randomBytes(5).toString('hex')}`;
 
 /** The real AppModule over this worker's database, configured exactly as `serve` does it. */
-export async function createTestApp(env: Record<string, string> = {}): Promise<TestApp> {
-  process.env.DATABASE_URL = await workerDatabaseUrl();
+export async function createTestApp(env: Record<string, string> = {}, options: { ownDatabase?: string } = {}): Promise<TestApp> {
+  process.env.DATABASE_URL = await workerDatabaseUrl(options.ownDatabase);
   process.env.LOG_LEVEL = 'silent';
   process.env.RUNPLANE_BACKGROUND_LOOPS = 'false';
   Object.assign(process.env, env);

@@ -38,7 +38,7 @@ export async function migrate(url: string, embedded = false): Promise<void> {
 
 /** Drops the databases of earlier runs whose jest process is gone. */
 export async function dropStaleDatabases(c: Client): Promise<void> {
-  const { rows } = await c.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname ~ '^rp[0-9]+_(tpl|w[0-9]+)$'`);
+  const { rows } = await c.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname ~ '^rp[0-9]+_(tpl|w[0-9]+(_[a-z0-9]+)?)$'`);
   for (const { datname } of rows) {
     const pid = Number(/^rp(\d+)_/.exec(datname)![1]);
     if (pid !== process.pid && isAlive(pid)) continue;
@@ -55,11 +55,14 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** The database of this jest worker, cloned from the template the first time any test file of it asks. */
-export async function workerDatabaseUrl(): Promise<string> {
+/**
+ * The database of this jest worker, cloned from the template the first time any test file of it asks. A test
+ * file that checks whole-database properties (the invariants) asks for one of its own with `own`.
+ */
+export async function workerDatabaseUrl(own?: string): Promise<string> {
   if (process.env.RUNPLANE_TEST_EMBEDDED === '1') return process.env.RUNPLANE_TEST_EMBEDDED_URL!;
   const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
-  const name = `${runPrefix()}_w${process.env.JEST_WORKER_ID ?? '1'}`;
+  const name = `${runPrefix()}_w${process.env.JEST_WORKER_ID ?? '1'}${own ? `_${own}` : ''}`;
   await withAdminClient(adminUrl, async (c) => {
     const exists = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
     if (exists.rowCount) return;

@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
-import { EntityManager } from 'typeorm';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { returning } from '../../infra/database/returning';
 import { DomainError } from '../errors/domain-error';
 import { IdempotencyKeyRecord } from './idempotency-key.entity';
 
@@ -29,6 +31,20 @@ function canonical(value: unknown): string {
  */
 @Injectable()
 export class IdempotencyService {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** Clean-up: forgets keys older than `seconds`, at most `limit` per call. Returns how many. */
+  async purgeOlderThan(seconds: number, limit: number): Promise<number> {
+    const rows = await returning(
+      this.dataSource.manager,
+      `DELETE FROM idempotency_keys WHERE ctid IN (
+         SELECT ctid FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)
+       RETURNING 1`,
+      [seconds, limit],
+    );
+    return rows.length;
+  }
+
   async once<T>(m: EntityManager, req: IdempotentRequest, work: () => Promise<T>): Promise<T> {
     if (!req.key) return work();
     const hash = createHash('sha256').update(`${req.scope}\n${canonical(req.request)}`).digest('hex');

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { returning } from '../../infra/database/returning';
 import type { Cancellation } from './dto/job-group.dto';
 import { JobGroup } from './entities/job-group.entity';
 
@@ -113,7 +114,8 @@ export class JobGroupsRepository {
 
   async addCounts(m: EntityManager, runId: string, groupIds: number[], d: CountsDelta): Promise<(Counts & { jobGroupId: number })[]> {
     if (groupIds.length === 0) return [];
-    return m.query(
+    return returning(
+      m,
       `UPDATE job_group_counters c
           SET n_jobs = n_jobs + $3, n_completed = n_completed + $4, n_succeeded = n_succeeded + $5,
               n_failed = n_failed + $6, n_cancelled = n_cancelled + $7
@@ -146,6 +148,32 @@ export class JobGroupsRepository {
       [runId, jobGroupId, by, reason],
     );
     return row;
+  }
+
+  async unswept(limit: number): Promise<(Cancellation & { runId: string })[]> {
+    return this.dataSource.query(
+      `SELECT x.run_id AS "runId", ${CANCELLATION} FROM job_groups_cancelled x WHERE x.swept_at IS NULL ORDER BY x.cancelled_at LIMIT $1`,
+      [limit],
+    );
+  }
+
+  async markSwept(m: EntityManager, runId: string, jobGroupId: number): Promise<void> {
+    await m.query(`UPDATE job_groups_cancelled SET swept_at = now() WHERE run_id = $1 AND job_group_id = $2`, [runId, jobGroupId]);
+  }
+
+  /** Every group's counters, for the invariants check. */
+  async allCounters(): Promise<(Counts & { runId: string; jobGroupId: number })[]> {
+    return this.dataSource.query(`SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c`);
+  }
+
+  async allClosure(): Promise<{ runId: string; jobGroupId: number; ancestorId: number }[]> {
+    return this.dataSource.query(
+      `SELECT run_id AS "runId", job_group_id AS "jobGroupId", ancestor_id AS "ancestorId" FROM job_group_self_and_ancestors`,
+    );
+  }
+
+  async cancelledRunIds(): Promise<string[]> {
+    return (await this.dataSource.query(`SELECT DISTINCT run_id AS "runId" FROM job_groups_cancelled`)).map((r: { runId: string }) => r.runId);
   }
 
   async countsOf(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<Counts | null> {

@@ -15,6 +15,16 @@ export interface Chain {
 
 export type JobOutcome = 'succeeded' | 'failed' | 'cancelled';
 
+export interface DirectJobTally {
+  runId: string;
+  jobGroupId: number;
+  nJobs: number;
+  nSucceeded: number;
+  nFailed: number;
+  nCancelled: number;
+  nUncounted: number;
+}
+
 export interface GroupTreeRequest {
   ref: string;
   parentRef?: string;
@@ -189,6 +199,53 @@ export class JobGroupsService {
     if (!counts) throw notFound('job group 0');
     const [root] = await this.groups.chainCancellations(runId, 0, m);
     return { counts, stopReason: root?.reason ?? null };
+  }
+
+  /** The cancellation in force for a group (its own or an ancestor's), or null. */
+  async cancellationOf(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation | null> {
+    const [c = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
+    return c;
+  }
+
+  /** Cancellations whose queued submissions are not all terminated yet, oldest first. */
+  unswept(limit: number): Promise<(Cancellation & { runId: string })[]> {
+    return this.groups.unswept(limit);
+  }
+
+  markSwept(m: EntityManager, runId: string, jobGroupId: number): Promise<void> {
+    return this.groups.markSwept(m, runId, jobGroupId);
+  }
+
+  /**
+   * Invariant 1: every group's counts (as shown) equal the sum over the jobs of its whole subtree, where a job
+   * not yet counted is cancelled if a group above it is cancelled and active otherwise. `direct` are per-group
+   * job tallies from the jobs module. Returns one line per mismatch.
+   */
+  async counterMismatches(direct: DirectJobTally[]): Promise<string[]> {
+    const cancellations = await this.effectiveCancellations(await this.groups.cancelledRunIds());
+    const key = (run: string, g: number) => `${run}/${g}`;
+    const expected = new Map<string, GroupCounts>();
+    const tally = new Map(direct.map((d) => [key(d.runId, d.jobGroupId), d]));
+    for (const { runId, jobGroupId, ancestorId } of await this.groups.allClosure()) {
+      const d = tally.get(key(runId, jobGroupId));
+      if (!d) continue;
+      const cancelledBelow = cancellations.get(runId)?.has(jobGroupId) ?? false;
+      const e = expected.get(key(runId, ancestorId)) ?? { n_jobs: 0, n_completed: 0, n_succeeded: 0, n_failed: 0, n_cancelled: 0 };
+      const cancelled = d.nCancelled + (cancelledBelow ? d.nUncounted : 0);
+      e.n_jobs += d.nJobs;
+      e.n_succeeded += d.nSucceeded;
+      e.n_failed += d.nFailed;
+      e.n_cancelled += cancelled;
+      e.n_completed += d.nSucceeded + d.nFailed + cancelled;
+      expected.set(key(runId, ancestorId), e);
+    }
+    const out: string[] = [];
+    for (const c of await this.groups.allCounters()) {
+      const shown = effectiveCounts(c, cancellations.get(c.runId)?.has(c.jobGroupId) ?? false);
+      const want = expected.get(key(c.runId, c.jobGroupId)) ?? { n_jobs: 0, n_completed: 0, n_succeeded: 0, n_failed: 0, n_cancelled: 0 };
+      if (JSON.stringify(shown) !== JSON.stringify(want)) out.push(`run ${c.runId} group ${c.jobGroupId}: counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`);
+    }
+    return out;
   }
 
   async rootCounts(runIds: string[]): Promise<Map<string, Counts>> {

@@ -132,4 +132,65 @@ export class JobsRepository {
     }
     return qb.orderBy('j.job_num').addOrderBy('j.replica_num').limit(f.limit).getMany();
   }
+
+  /** Per (run, group): direct jobs by how their outcome stands (for the invariants check). */
+  async outcomeCounts(): Promise<DirectOutcomes[]> {
+    const rows: DirectOutcomes[] = await this.dataSource.query(
+      `SELECT run_id AS "runId", job_group_id AS "jobGroupId", count(*)::int AS "nJobs",
+              count(*) FILTER (WHERE completion_counted AND status = 'done')::int AS "nSucceeded",
+              count(*) FILTER (WHERE completion_counted AND status = 'failed')::int AS "nFailed",
+              count(*) FILTER (WHERE completion_counted AND status IN ('terminated', 'aborted'))::int AS "nCancelled",
+              count(*) FILTER (WHERE NOT completion_counted)::int AS "nUncounted"
+         FROM jobs GROUP BY run_id, job_group_id`,
+    );
+    return rows;
+  }
+
+  /** Per run: jobs on workers and queued retries, from the job rows. */
+  async activeCounts(): Promise<{ runId: string; nProvisioning: number; nRunning: number; nRetrying: number }[]> {
+    return this.dataSource.query(
+      `SELECT run_id AS "runId",
+              count(*) FILTER (WHERE status = 'provisioning')::int AS "nProvisioning",
+              count(*) FILTER (WHERE status IN ('running', 'terminating'))::int AS "nRunning",
+              count(*) FILTER (WHERE status = 'submitted' AND latest_submission_num > 0)::int AS "nRetrying"
+         FROM jobs GROUP BY run_id`,
+    );
+  }
+
+  /** Jobs whose denormalised facts disagree with their submission rows. */
+  async jobFactMismatches(limit: number): Promise<{ jobId: string; problem: string }[]> {
+    return this.dataSource.query(
+      `WITH s AS (
+         SELECT job_id, count(*)::int AS n, max(submission_num) AS max_num FROM job_submissions GROUP BY job_id
+       ), latest AS (
+         SELECT j.id, j.latest_submission_id, j.latest_submission_num, j.submission_count, j.status, j.termination_reason,
+                j.folded_submissions, s.n, s.max_num, l.id AS l_id, l.submission_num AS l_num, l.status AS l_status,
+                l.termination_reason AS l_reason, l.job_id AS l_job
+           FROM jobs j LEFT JOIN s ON s.job_id = j.id LEFT JOIN job_submissions l ON l.id = j.latest_submission_id
+       )
+       SELECT id AS "jobId", problem FROM (
+         SELECT id, CASE
+           WHEN l_id IS NULL OR l_job <> id THEN 'latest submission is missing or belongs to another job'
+           WHEN l_num <> max_num OR latest_submission_num <> l_num THEN 'latest submission is not the newest'
+           WHEN submission_count <> latest_submission_num + 1 THEN 'submission_count does not match numbering'
+           WHEN n + coalesce((SELECT sum(v::int) FROM jsonb_each_text(folded_submissions) AS f(k, v)), 0) <> submission_count
+             THEN 'existing plus folded submissions do not add up to submission_count'
+           WHEN status <> l_status THEN 'job status differs from its latest submission'
+           WHEN l_status IN ('done', 'failed', 'terminated', 'aborted') AND termination_reason IS DISTINCT FROM l_reason
+             THEN 'termination reason differs from its latest submission'
+         END AS problem FROM latest) x
+       WHERE problem IS NOT NULL LIMIT $1`,
+      [limit],
+    );
+  }
+}
+
+export interface DirectOutcomes {
+  runId: string;
+  jobGroupId: number;
+  nJobs: number;
+  nSucceeded: number;
+  nFailed: number;
+  nCancelled: number;
+  nUncounted: number;
 }

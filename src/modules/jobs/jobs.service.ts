@@ -6,7 +6,9 @@ import { Cancellation, cancelledJobOutcome } from '../job-groups/dto/job-group.d
 import { JobRequestDto, JobView, NewJob, SUBMISSION_STATUSES, SubmissionView } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
-import { JobsRepository } from './jobs.repository';
+import { DirectOutcomes, JobsRepository } from './jobs.repository';
+
+export type { DirectOutcomes };
 import { LatestSubmissionsRepository } from './latest-submissions.repository';
 
 /** Cancellations by group id, for one run: what makes a job's effective status differ from its stored one. */
@@ -76,6 +78,18 @@ export class JobsService {
       const s = subs.get(j.id) ?? [];
       return toJobView(j, s, s[0] ?? null, null);
     });
+  }
+
+  outcomeCounts(): Promise<DirectOutcomes[]> {
+    return this.jobs.outcomeCounts();
+  }
+
+  activeCounts() {
+    return this.jobs.activeCounts();
+  }
+
+  jobFactMismatches(limit: number) {
+    return this.jobs.jobFactMismatches(limit);
   }
 
   async history(runId: string, jobId: string, limit: number, cursor?: string): Promise<Page<SubmissionView>> {

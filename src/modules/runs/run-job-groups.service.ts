@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { Principal } from '../../common/auth/principal';
+import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { DomainError } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
 import { Page } from '../../common/pagination/cursor';
@@ -17,7 +16,7 @@ import { RunsService } from './runs.service';
 @Injectable()
 export class RunJobGroupsService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly tx: TransactionRunner,
     private readonly runs: RunsService,
     private readonly groups: JobGroupsService,
     private readonly jobs: JobsService,
@@ -26,7 +25,7 @@ export class RunJobGroupsService {
 
   async create(principal: Principal, project: string, runId: string, body: CreateJobGroupDto, key?: string): Promise<JobGroupView> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    return this.dataSource.transaction((m) =>
+    return this.tx.run((m) =>
       this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups`, request: body }, async () => {
         const id = await this.groups.createGroup(m, run.id, body.parent_id, body.attributes ?? {}, body.cancel_after_n_failures ?? null);
         return this.groups.get(run.id, id, m);
@@ -44,7 +43,7 @@ export class RunJobGroupsService {
     });
     const total = body.jobs.reduce((n, j) => n + (j.replicas ?? 1), 0);
     if (total > MAX_JOBS_PER_REQUEST) throw new DomainError('VALIDATION_FAILED', `jobs expand to ${total} jobs; at most ${MAX_JOBS_PER_REQUEST} per request`, [{ field: 'jobs', message: 'too many jobs' }]);
-    return this.dataSource.transaction((m) =>
+    return this.tx.run((m) =>
       this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups/${jobGroupId}/jobs`, request: body }, async () => {
         const chain = await this.groups.lockForNewJobs(m, run.id, jobGroupId);
         const first = await this.jobs.nextJobNum(m, run.id);
@@ -88,7 +87,7 @@ export class RunJobGroupsService {
   /** Cancels a group (O(depth) writes); repeats return the first cancellation. */
   async cancel(principal: Principal, project: string, runId: string, jobGroupId: number, reason?: string): Promise<CancellationView> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    const cancellation = await this.dataSource.transaction(async (m) => {
+    const cancellation = await this.tx.run(async (m) => {
       const result = await this.groups.cancel(m, run.id, jobGroupId, principal.name, reason ?? 'job_group_cancelled');
       if (result.created) await this.runs.refreshStatus(m, run.id);
       return result.cancellation;

@@ -93,4 +93,9 @@ export class RunsRepository {
     }
     return qb.orderBy('r.submitted_at', dir).addOrderBy('r.id', dir).limit(f.limit).getMany();
   }
+
+  /** Every non-deleted run's stored status facts (invariants check). */
+  allRuns(): Promise<Run[]> {
+    return this.dataSource.getRepository(Run).find();
+  }
 }

@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { randomBytes } from 'node:crypto';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager } from 'typeorm';
 import { Principal } from '../../common/auth/principal';
+import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
@@ -11,7 +11,7 @@ import { JobsService } from '../jobs/jobs.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
 import { UsersService } from '../users/users.service';
-import { ACTIVE_RUN_STATUSES, deriveRunStatus, FINISHED_RUN_STATUSES, RUN_STATUSES } from './dto/run-status';
+import { ACTIVE_RUN_STATUSES, deriveRunStatus, FINISHED_RUN_STATUSES, RetryPolicy, RUN_STATUSES } from './dto/run-status';
 import { RunListQueryDto, RunView } from './dto/run-view.dto';
 import { MAX_JOBS_PER_REQUEST, SubmitRunDto } from './dto/submit-run.dto';
 import { Run } from './entities/run.entity';
@@ -25,7 +25,7 @@ export interface RunRef {
 @Injectable()
 export class RunsService {
   constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly tx: TransactionRunner,
     private readonly runs: RunsRepository,
     private readonly projects: ProjectsService,
     private readonly users: UsersService,
@@ -56,7 +56,7 @@ export class RunsService {
         throw new DomainError('VALIDATION_FAILED', `jobs[${i}].group_ref names unknown ref ${j.group_ref}`, [{ field: `jobs[${i}].group_ref`, message: 'unknown ref' }]);
       }
     });
-    return this.dataSource.transaction(async (m) =>
+    return this.tx.run(async (m) =>
       this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: `POST /projects/${access.projectId}/runs`, request: body }, async () => {
         const run = await this.insertRun(m, access, principal, body);
         const { ids, ancestors } = await this.groups.createTree(
@@ -109,7 +109,7 @@ export class RunsService {
   /** Stop = cancel job group 0 (reason stopped_by_user or aborted_by_user). Idempotent; a finished run is left as is. */
   async stop(principal: Principal, projectName: string, runId: string, abort: boolean): Promise<RunView> {
     const { run } = await this.requireRun(principal, projectName, runId);
-    await this.dataSource.transaction(async (m) => {
+    await this.tx.run(async (m) => {
       await this.groups.stopRoot(m, run.id, principal.name, abort ? 'aborted_by_user' : 'stopped_by_user');
       await this.refreshStatus(m, run.id);
     });
@@ -119,7 +119,7 @@ export class RunsService {
   /** Soft delete of a finished run; its name becomes free again. */
   async delete(principal: Principal, projectName: string, runId: string): Promise<void> {
     const { run } = await this.requireRun(principal, projectName, runId);
-    await this.dataSource.transaction(async (m) => {
+    await this.tx.run(async (m) => {
       const locked = await this.runs.lockRun(m, run.id);
       if (!locked || locked.deleted) throw notFound(`run ${runId}`);
       if (!FINISHED_RUN_STATUSES.includes(locked.status)) {
@@ -140,6 +140,36 @@ export class RunsService {
     if (derived.status !== run.status || derived.statusMessage !== run.statusMessage || derived.terminationReason !== run.terminationReason) {
       await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
     }
+  }
+
+  /** Invariants 1 and 6 for runs: active counts match the jobs, status is what the counters derive, root = run. */
+  async runMismatches(active: { runId: string; nProvisioning: number; nRunning: number; nRetrying: number }[]): Promise<string[]> {
+    const byRun = new Map(active.map((a) => [a.runId, a]));
+    const runs = await this.runs.allRuns();
+    const roots = await this.groups.rootCounts(runs.map((r) => r.id));
+    const stops = await this.groups.effectiveCancellations(runs.map((r) => r.id));
+    const out: string[] = [];
+    for (const r of runs) {
+      const a = byRun.get(r.id) ?? { nProvisioning: 0, nRunning: 0, nRetrying: 0 };
+      if (a.nProvisioning !== r.nProvisioning || a.nRunning !== r.nRunning || a.nRetrying !== r.nRetrying) {
+        out.push(`run ${r.id}: active counts ${JSON.stringify([r.nProvisioning, r.nRunning, r.nRetrying])} but jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`);
+      }
+      const root = roots.get(r.id);
+      if (!root) {
+        out.push(`run ${r.id}: has no job group 0`);
+        continue;
+      }
+      const rootStop = stops.get(r.id)?.get(0);
+      const derived = deriveRunStatus({ ...root, ...a, stopReason: rootStop && rootStop.jobGroupId === 0 ? rootStop.reason : null });
+      if (derived.status !== r.status || derived.statusMessage !== r.statusMessage || derived.terminationReason !== r.terminationReason) {
+        out.push(`run ${r.id}: status ${r.status}/${r.statusMessage}/${r.terminationReason} but counters derive ${derived.status}/${derived.statusMessage}/${derived.terminationReason}`);
+      }
+    }
+    return out;
+  }
+
+  async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
+    return (await this.runs.findRunById(runId, m))?.spec.retry;
   }
 
   async list(principal: Principal, projectName: string | undefined, q: RunListQueryDto): Promise<Page<RunView>> {

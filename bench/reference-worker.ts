@@ -1,0 +1,64 @@
+/**
+ * A reference worker: drives runplane's internal API over HTTP exactly like a real worker would (claim, running,
+ * heartbeats, complete). Used by the tests and the benchmarks; `post` is any HTTP client (fetch, supertest).
+ */
+export type Post = (path: string, body: unknown) => Promise<{ status: number; body: any }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+export interface Claimed {
+  id: string;
+  job_id: string;
+  run_id: string;
+  job_group_id: number;
+  submission_num: number;
+  lease_expires_at: string;
+}
+
+export type Outcome =
+  | { status: 'done'; termination_reason: 'done_by_runner'; exit_status?: number }
+  | { status: 'failed'; termination_reason: string; exit_status?: number }
+  | { status: 'terminated' | 'aborted'; termination_reason: string };
+
+export const DONE: Outcome = { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 };
+export const ERROR: Outcome = { status: 'failed', termination_reason: 'container_exited_with_error', exit_status: 1 };
+export const NO_CAPACITY: Outcome = { status: 'failed', termination_reason: 'failed_to_start_due_to_no_capacity' };
+
+export class ReferenceWorker {
+  constructor(
+    private readonly post: Post,
+    readonly workerId: string,
+    private readonly capacity = { cpu: 64, memory_mib: 256 * 1024, gpu: 8 },
+  ) {}
+
+  async claim(limit = 1): Promise<Claimed[]> {
+    const res = await this.post('/internal/v1/submissions/claim', { worker_id: this.workerId, capacity: this.capacity, limit });
+    if (res.status !== 200) throw new Error(`claim: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body.submissions;
+  }
+
+  running(id: string, provisioning_data: Record<string, unknown> = { instance: this.workerId }) {
+    return this.post(`/internal/v1/submissions/${id}/running`, { worker_id: this.workerId, provisioning_data });
+  }
+
+  heartbeat(id: string) {
+    return this.post(`/internal/v1/submissions/${id}/heartbeat`, { worker_id: this.workerId });
+  }
+
+  complete(id: string, outcome: Outcome) {
+    return this.post(`/internal/v1/submissions/${id}/complete`, { worker_id: this.workerId, ...outcome });
+  }
+
+  /** Runs one claimed submission to the end: running, a heartbeat (stopping early if cancel is requested), complete. */
+  async execute(s: Claimed, outcome: Outcome): Promise<{ status: number; body: any; cancelled: boolean }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+    if (outcome.termination_reason !== 'failed_to_start_due_to_no_capacity') {
+      const r = await this.running(s.id);
+      if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);
+      const hb = await this.heartbeat(s.id);
+      if (hb.status !== 200) throw new Error(`heartbeat: ${hb.status} ${JSON.stringify(hb.body)}`);
+      if (hb.body.cancel_requested) {
+        const res = await this.complete(s.id, { status: 'terminated', termination_reason: 'job_group_cancelled' });
+        return { ...res, cancelled: true };
+      }
+    }
+    return { ...(await this.complete(s.id, outcome)), cancelled: false };
+  }
+}

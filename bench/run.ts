@@ -1,0 +1,70 @@
+import 'reflect-metadata';
+import { performance } from 'node:perf_hooks';
+import { runJobGroups } from './job-groups';
+import { runRunsList } from './runs-list';
+import { ADMIN_URL, BenchEnv, log, printTable, QUICK, TargetResult, verdict, withBenchEnv } from './support';
+
+/**
+ * `npm run bench [-- <suite> ...]`: each suite in its own fresh database with the real app in-process, then a
+ * summary of every target. Exit 0 when every selected suite ran to the end (a MISS is a result, not a crash);
+ * 1 when a suite failed (an exactness mismatch, an unexpected response); 2 on a bad argument.
+ */
+const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
+  'runs-list': runRunsList,
+  'job-groups': runJobGroups,
+};
+
+async function main(argv: string[]): Promise<number> {
+  const args = argv.filter((a) => a !== '--');
+  if (args.includes('--help') || args.includes('-h')) {
+    log(`usage: npm run bench [-- ${Object.keys(SUITES).join(' | ')} ...]   (default: all)\n  env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_QUICK=1 (small shapes), BENCH_ITERATIONS`);
+    return 0;
+  }
+  const unknown = args.filter((a) => !(a in SUITES));
+  if (unknown.length > 0) {
+    process.stderr.write(`unknown suite(s): ${unknown.join(', ')}; known: ${Object.keys(SUITES).join(', ')}\n`);
+    return 2;
+  }
+  const selected = args.length > 0 ? args : Object.keys(SUITES);
+  const server = new URL(ADMIN_URL);
+  log(`runplane bench: ${selected.join(', ')} on PostgreSQL at ${server.host}${QUICK ? ' (BENCH_QUICK=1: small shapes, figures NOT meaningful)' : ''}; node ${process.version}`);
+
+  const t0 = performance.now();
+  const results: TargetResult[] = [];
+  const failures: string[] = [];
+  for (const name of selected) {
+    try {
+      results.push(...(await withBenchEnv(name, SUITES[name])));
+    } catch (err) {
+      const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
+      failures.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
+      process.stderr.write(`\n!!! bench suite ${name} FAILED !!!\n${message}\n`);
+    }
+  }
+
+  printTable(
+    `summary: targets (targets.md), each a ratio or bound measured side by side in this run`,
+    ['suite', 'target', 'measured', 'verdict', 'note'],
+    results.map((r) => [r.suite, r.target, r.measured, verdict(r.pass), r.note ?? '']),
+    [
+      ...failures.map((f) => `FAILED: ${f}`),
+      `${results.filter((r) => r.pass).length}/${results.length} targets met; total ${((performance.now() - t0) / 1000 / 60).toFixed(1)} min`,
+    ],
+  );
+  return failures.length > 0 ? 1 : 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+    // Everything is closed by now; if some handle still keeps the loop alive, say so and leave anyway.
+    setTimeout(() => {
+      process.stderr.write('bench: a handle was still open after clean-up; exiting anyway\n');
+      process.exit(code);
+    }, 10_000).unref();
+  },
+  (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,533 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { PoolClient } from 'pg';
+import {
+  BenchEnv,
+  fmtBytes,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  log,
+  measureSideBySide,
+  printTable,
+  QUICK,
+  Stats,
+  TargetResult,
+  verdict,
+} from './support';
+
+/**
+ * Runs list (targets.md, "Runs list"): GET /projects/{p}/runs?limit=100&job_submissions_limit=N end to end over HTTP,
+ * against two raw-SQL baselines on the same database in the same run (dstack's window query, twice, and the seed's
+ * GROUP BY proposal), as history per job grows H = 1 → 10 → 100 → 1000 on the same 100 runs × 4 jobs.
+ */
+
+const SUITE = 'runs-list';
+const LISTED_PROJECT = 'bench-list';
+const BACKGROUND_PROJECT = 'bench-background';
+const LISTED_RUNS = QUICK ? 20 : 100;
+const BACKGROUND_RUNS = QUICK ? 20 : 200;
+/** History of the background runs' jobs (half with gaps), loaded once. */
+const BACKGROUND_H = 20;
+const H_LEVELS = QUICK ? [1, 10, 50] : [1, 10, 100, 1000];
+const H_MAX = H_LEVELS[H_LEVELS.length - 1];
+const EXACT_NS = [1, 3, 10];
+const TIMED_NS = [1, 10];
+const ITERATIONS = Number(process.env.BENCH_ITERATIONS) || (QUICK ? 5 : 20);
+const WARMUP = QUICK ? 1 : 3;
+const PAYLOADS = 1000;
+const FAILED_REASON = 'failed_to_start_due_to_no_capacity';
+
+/** Submission number of the k-th existing submission (k from 0): gapped jobs skip every 3rd number (2, 5, 8, ...). */
+const numberOf = (k: number, gapped: boolean) => (gapped ? k + Math.floor(k / 2) : k);
+const SQL_NUMBER_OF = (k: string) => `(${k} + CASE WHEN b.gapped THEN ${k} / 2 ELSE 0 END)`;
+
+const hex = (bytes: number) => randomBytes(bytes).toString('hex');
+const pick = <T>(xs: readonly T[]): T => xs[randomInt(xs.length)];
+
+/** A job spec of ~2.5–3.5 KB: a few commands and an environment of hashes, tokens and paths. */
+function bigJobSpec(i: number): Record<string, unknown> {
+  const env: Record<string, string> = {};
+  for (let k = 0; k < 28; k++) env[`BENCH_VAR_${k}_${pick(['PATH', 'TOKEN', 'URL', 'HASH', 'MODE'])}`] = `${pick(['s3://bucket/', 'https://hub.example/', '/mnt/data/', ''])}${hex(24 + randomInt(16))}`;
+  return {
+    commands: [
+      'pip install -r requirements.txt',
+      `python train.py --config configs/exp-${i}.yaml --seed ${randomInt(1e6)} --output /mnt/out/${hex(8)}`,
+      `python eval.py --checkpoint /mnt/out/${hex(8)}/last.ckpt --report /mnt/out/report-${hex(6)}.json`,
+    ],
+    image: 'ghcr.io/example/trainer:2026.07.1-cuda12.4',
+    env,
+    resources: { cpu: 1, memory_mib: 1024 },
+    max_duration_s: 86400,
+  };
+}
+
+/** provisioning_data and runtime_data shaped like dstack's, 2–5 KB together (jsonb text). */
+function payload(): { pd: Record<string, unknown>; rd: Record<string, unknown> } {
+  const region = pick(['us-east-1', 'us-west-2', 'eu-west-1', 'eu-central-1', 'ap-northeast-1']);
+  const gpu = pick(['A10G', 'L4', 'A100', 'H100', 'T4']);
+  const pd = {
+    backend: pick(['aws', 'gcp', 'azure', 'runpod', 'lambda']),
+    region,
+    availability_zone: `${region}${pick(['a', 'b', 'c'])}`,
+    instance_type: {
+      name: pick(['g5.2xlarge', 'g6.xlarge', 'p4d.24xlarge', 'p5.48xlarge', 'g4dn.xlarge']),
+      resources: {
+        cpus: pick([4, 8, 16, 96]),
+        memory_mib: pick([16384, 32768, 65536, 1179648]),
+        gpus: Array.from({ length: pick([1, 1, 2, 4, 8]) }, () => ({ name: gpu, memory_mib: pick([16384, 24576, 40960, 81920]), vendor: 'nvidia' })),
+        spot: randomInt(2) === 1,
+        disk: { size_mib: pick([102400, 204800, 512000]) },
+        description: `${gpu} instance with local NVMe, EFA networking and ${pick([1, 2, 4])} ENIs`,
+      },
+    },
+    instance_id: `i-${hex(9)}`,
+    hostname: `ip-10-${randomInt(256)}-${randomInt(256)}-${randomInt(256)}.${region}.compute.internal`,
+    internal_ip: `10.${randomInt(256)}.${randomInt(256)}.${randomInt(256)}`,
+    public_ip: `${randomInt(256)}.${randomInt(256)}.${randomInt(256)}.${randomInt(256)}`,
+    price: Number((Math.random() * 40).toFixed(4)),
+    username: 'ubuntu',
+    ssh_port: 22,
+    dockerized: true,
+    ssh_proxy: null,
+    backend_data: JSON.stringify({ reservation_id: hex(10), placement_group: `pg-${hex(6)}`, launch_template: hex(40), tags: Array.from({ length: 6 }, () => hex(12)) }),
+    reservation: null,
+    volumes: Array.from({ length: 1 + randomInt(3) }, () => ({ volume_id: `vol-${hex(9)}`, device_name: `/dev/sd${pick(['f', 'g', 'h'])}`, size_gb: pick([100, 500, 1000]) })),
+  };
+  const rd = {
+    network_mode: pick(['host', 'bridge']),
+    ports: Object.fromEntries(Array.from({ length: 2 + randomInt(4) }, (_, i) => [String(8000 + i), 30000 + randomInt(30000)])),
+    volume_names: Array.from({ length: 1 + randomInt(3) }, () => `vol-${hex(6)}`),
+    working_dir: `/workflow/${hex(6)}`,
+    username: 'root',
+    offer: { price: Number((Math.random() * 40).toFixed(4)), availability: 'available', instance: { name: gpu, region }, blocks: 1, total_blocks: 1 },
+    // Free-form runner state: sized so that the two documents together span 2–5 KB.
+    runner_state: Array.from({ length: 7 + randomInt(24) }, () => ({ key: hex(6), value: hex(16 + randomInt(16)) })),
+  };
+  return { pd, rd };
+}
+
+interface ListJob {
+  id: string;
+  job_num: number;
+  replica_num: number;
+  status: string;
+  submission_count: number;
+  latest_job_submission: { id: string; submission_num: number } | null;
+  job_submissions: { id: string; submission_num: number }[];
+}
+interface ListRun {
+  id: string;
+  jobs: ListJob[];
+}
+interface ListPage {
+  items: ListRun[];
+  next_cursor: string | null;
+}
+
+async function inTransaction<T>(env: BenchEnv, fn: (c: PoolClient) => Promise<T>): Promise<T> {
+  const c = await env.pool.connect();
+  try {
+    await c.query('BEGIN');
+    await c.query('SET LOCAL synchronous_commit = off'); // bulk generation only; the app's own writes are untouched
+    const out = await fn(c);
+    await c.query('COMMIT');
+    return out;
+  } catch (err) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+/** Runs through the API: the listed project's runs interleaved with the background project's. */
+async function submitRuns(env: BenchEnv): Promise<{ listed: string[]; background: string[] }> {
+  const listed: string[] = [];
+  const background: string[] = [];
+  // Interleaved, as runs of different projects arrive over time: k background runs, then a listed one, and so on.
+  const plan: ('listed' | 'bg')[] = [];
+  const perListed = Math.max(1, Math.round(BACKGROUND_RUNS / LISTED_RUNS));
+  let bg = 0;
+  for (let i = 0; i < LISTED_RUNS; i++) {
+    for (let k = 0; k < perListed && bg < BACKGROUND_RUNS; k++, bg++) plan.push('bg');
+    plan.push('listed');
+  }
+  for (; bg < BACKGROUND_RUNS; bg++) plan.push('bg');
+  // A few requests in flight at once (the server has a pool of 10), in plan order.
+  let next = 0;
+  const worker = async () => {
+    while (next < plan.length) {
+      const i = next++;
+      const project = plan[i] === 'listed' ? LISTED_PROJECT : BACKGROUND_PROJECT;
+      const res = await env.http<{ id: string; jobs: unknown[] }>(
+        'POST',
+        `/api/v1/projects/${project}/runs`,
+        { jobs: [0, 1].map((j) => ({ name: `train-${j}`, spec: bigJobSpec(i * 2 + j), replicas: 2 })) },
+        201,
+      );
+      if (res.body.jobs.length !== 4) throw new Error(`run submission returned ${res.body.jobs.length} jobs, expected 4`);
+      (plan[i] === 'listed' ? listed : background).push(res.body.id);
+    }
+  };
+  await Promise.all([worker(), worker(), worker()]);
+  return { listed, background };
+}
+
+/** Bench-only helper tables: which jobs are listed / gapped, and a pool of jsonb documents to draw from. */
+async function prepareHelpers(env: BenchEnv, listedRunIds: string[]): Promise<void> {
+  await inTransaction(env, async (c) => {
+    await c.query(`CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, listed boolean NOT NULL, gapped boolean NOT NULL, salt int NOT NULL)`);
+    // Half of the jobs of each set get gaps: alternate jobs in (run, job_num, replica_num) order.
+    await c.query(
+      `INSERT INTO bench_jobs (job_id, run_id, listed, gapped, salt)
+       SELECT j.id, j.run_id, j.run_id = ANY($1::uuid[]),
+              row_number() OVER (PARTITION BY j.run_id = ANY($1::uuid[]) ORDER BY r.submitted_at, r.id, j.job_num, j.replica_num) % 2 = 0,
+              abs(hashtext(j.id::text)) % ${PAYLOADS}
+         FROM jobs j JOIN runs r ON r.id = j.run_id`,
+      [listedRunIds],
+    );
+    await c.query(`CREATE TABLE bench_payloads (i int PRIMARY KEY, pd jsonb NOT NULL, rd jsonb NOT NULL)`);
+    const docs = Array.from({ length: PAYLOADS }, payload);
+    await c.query(`INSERT INTO bench_payloads (i, pd, rd) SELECT * FROM unnest($1::int[], $2::jsonb[], $3::jsonb[])`, [
+      docs.map((_, i) => i),
+      docs.map((d) => JSON.stringify(d.pd)),
+      docs.map((d) => JSON.stringify(d.rd)),
+    ]);
+  });
+}
+
+/**
+ * Gives every job of the chosen set (listed or background) history up to `toH` submissions, from `fromH`: the
+ * previous latest becomes a terminal no-capacity failure, the new ones are failed except the newest (running), and
+ * the job rows' facts (latest id/num, count, status, termination reason) are recomputed from what exists.
+ * fromH = 0 means "submission 0 exists (written by the API) and only gets its payload and running state".
+ */
+async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: number): Promise<void> {
+  await inTransaction(env, async (c) => {
+    if (fromH === 0) {
+      await c.query(
+        `UPDATE job_submissions s
+            SET status = 'running', claimed_at = s.submitted_at + interval '5 s', started_at = s.submitted_at + interval '40 s',
+                worker_id = 'worker-' || (b.salt % 16), lease_expires_at = now() + interval '1 hour', last_heartbeat_at = now(),
+                provisioning_data = p.pd, runtime_data = p.rd
+           FROM bench_jobs b JOIN bench_payloads p ON p.i = b.salt
+          WHERE s.job_id = b.job_id AND b.listed = $1::boolean AND s.submission_num = 0`,
+        [listed],
+      );
+    } else {
+      await c.query(
+        `UPDATE job_submissions s
+            SET status = 'failed', termination_reason = '${FAILED_REASON}', finished_at = s.submitted_at + interval '3 min',
+                lease_expires_at = NULL
+           FROM jobs j JOIN bench_jobs b ON b.job_id = j.id
+          WHERE s.id = j.latest_submission_id AND b.listed = $1::boolean`,
+        [listed],
+      );
+      // Ordered by k first: a job's submissions are spread over the table as they would be over time.
+      await c.query(
+        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason, exit_status,
+                                      priority, cpu, memory_mib, gpu, submitted_at, claimed_at, started_at, finished_at,
+                                      worker_id, lease_expires_at, last_heartbeat_at, provisioning_data, runtime_data)
+         SELECT gen_random_uuid(), j.id, j.run_id, j.job_group_id, ${SQL_NUMBER_OF('k')},
+                CASE WHEN k = $3::int - 1 THEN 'running' ELSE 'failed' END,
+                CASE WHEN k = $3::int - 1 THEN NULL ELSE '${FAILED_REASON}' END,
+                NULL, 0, 1, 1024, 0,
+                now() - interval '1 hour' * ($4::int - k), now() - interval '1 hour' * ($4::int - k) + interval '5 s',
+                now() - interval '1 hour' * ($4::int - k) + interval '40 s',
+                CASE WHEN k = $3::int - 1 THEN NULL ELSE now() - interval '1 hour' * ($4::int - k) + interval '3 min' END,
+                'worker-' || ((b.salt + k) % 16),
+                CASE WHEN k = $3::int - 1 THEN now() + interval '1 hour' END,
+                now() - interval '1 hour' * ($4::int - k) + interval '2 min',
+                p.pd, p.rd
+           FROM jobs j
+           JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
+           CROSS JOIN generate_series($2::int, $3::int - 1) AS k
+           JOIN bench_payloads p ON p.i = (b.salt + k) % ${PAYLOADS}
+          ORDER BY k, j.id`,
+        [listed, fromH, toH, H_MAX + 1],
+      );
+    }
+    await c.query(
+      `UPDATE jobs j
+          SET latest_submission_id = l.id, latest_submission_num = l.submission_num, status = l.status,
+              termination_reason = l.termination_reason, submission_count = n.count
+         FROM bench_jobs b
+        CROSS JOIN LATERAL (SELECT s.id, s.submission_num, s.status, s.termination_reason FROM job_submissions s
+                             WHERE s.job_id = b.job_id ORDER BY s.submission_num DESC LIMIT 1) l
+        CROSS JOIN LATERAL (SELECT count(*)::int AS count FROM job_submissions s WHERE s.job_id = b.job_id) n
+        WHERE j.id = b.job_id AND b.listed = $1::boolean`,
+      [listed],
+    );
+    // Every job runs its newest submission: keep the runs' active counts and status in line with that.
+    await c.query(
+      `UPDATE runs r SET n_running = x.n, status = 'running'
+         FROM (SELECT j.run_id, count(*)::int AS n FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
+                WHERE j.status = 'running' GROUP BY j.run_id) x
+        WHERE r.id = x.run_id`,
+      [listed],
+    );
+    // The shape is what we say it is, or we stop here.
+    const { rows } = await c.query(
+      `SELECT count(*)::int AS bad FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
+        WHERE j.submission_count <> $2::int OR j.latest_submission_num <> ${SQL_NUMBER_OF('($2::int - 1)')} OR j.status <> 'running'
+           OR (SELECT count(*) FROM job_submissions s WHERE s.job_id = j.id) <> $2::int`,
+      [listed, toH],
+    );
+    if (rows[0].bad !== 0) throw new Error(`data generation: ${rows[0].bad} jobs do not have H=${toH} as intended`);
+  });
+  // VACUUM too, not only ANALYZE: as autovacuum would have by then; gives every contender index-only scans.
+  await env.pool.query('VACUUM (ANALYZE) job_submissions, jobs, runs');
+}
+
+/** The N newest existing submissions of every listed job, ascending, by brute force: all of them, sorted in JS. */
+async function bruteForce(env: BenchEnv, jobIds: string[], ns: number[]): Promise<Map<number, Map<string, string[]>>> {
+  const { rows } = await env.pool.query<{ job_id: string; id: string; submission_num: number }>(
+    `SELECT job_id, id, submission_num FROM job_submissions WHERE job_id = ANY($1::uuid[])`,
+    [jobIds],
+  );
+  const perJob = new Map<string, { id: string; num: number }[]>(jobIds.map((id) => [id, []]));
+  for (const r of rows) perJob.get(r.job_id)!.push({ id: r.id, num: r.submission_num });
+  const out = new Map<number, Map<string, string[]>>();
+  for (const n of ns) {
+    const m = new Map<string, string[]>();
+    for (const [job, subs] of perJob) {
+      const desc = [...subs].sort((a, b) => b.num - a.num);
+      m.set(job, desc.slice(0, n).reverse().map((s) => s.id));
+    }
+    out.set(n, m);
+  }
+  return out;
+}
+
+const listPath = (n: number) => `/api/v1/projects/${LISTED_PROJECT}/runs?limit=100&job_submissions_limit=${n}`;
+
+/** Checks the endpoint against the brute force for every job; throws (loudly) on any difference. */
+async function checkExact(env: BenchEnv, h: number, listedRunIds: string[], listedJobIds: string[]): Promise<string[]> {
+  const expected = await bruteForce(env, listedJobIds, EXACT_NS);
+  const lines: string[] = [];
+  for (const n of EXACT_NS) {
+    const page = (await env.http<ListPage>('GET', listPath(n), undefined, 200)).body;
+    const problems: string[] = [];
+    const runIds = new Set(page.items.map((r) => r.id));
+    if (page.items.length !== listedRunIds.length || listedRunIds.some((id) => !runIds.has(id))) {
+      problems.push(`page has ${page.items.length} runs, expected exactly the ${listedRunIds.length} listed runs`);
+    }
+    let jobs = 0;
+    let rows = 0;
+    for (const run of page.items) {
+      for (const job of run.jobs) {
+        jobs++;
+        const want = expected.get(n)!.get(job.id);
+        const got = job.job_submissions.map((s) => s.id);
+        rows += got.length;
+        if (!want) {
+          problems.push(`job ${job.id} of run ${run.id} is not a listed job`);
+          continue;
+        }
+        if (got.length !== want.length || got.some((id, i) => id !== want[i])) {
+          problems.push(`H=${h} N=${n} job ${job.id}: got [${job.job_submissions.map((s) => s.submission_num).join(',')}] ids ${got.join(',')}; expected ids ${want.join(',')}`);
+        }
+        const nums = job.job_submissions.map((s) => s.submission_num);
+        if (nums.some((x, i) => i > 0 && x <= nums[i - 1])) problems.push(`job ${job.id}: submissions not ascending: ${nums.join(',')}`);
+        const newest = want[want.length - 1];
+        if (job.latest_job_submission?.id !== newest) problems.push(`job ${job.id}: latest_job_submission ${job.latest_job_submission?.id} ≠ newest ${newest}`);
+        if (job.submission_count !== h) problems.push(`job ${job.id}: submission_count ${job.submission_count} ≠ ${h}`);
+      }
+    }
+    if (jobs !== listedJobIds.length) problems.push(`page has ${jobs} jobs, expected ${listedJobIds.length}`);
+    if (problems.length > 0) {
+      throw new Error(`EXACTNESS FAILED at H=${h}, N=${n}: ${problems.length} problems; first ones:\n  ${problems.slice(0, 10).join('\n  ')}`);
+    }
+    lines.push(`H=${h} N=${n}: ${jobs} jobs, ${rows} submissions, every job's ids equal the brute force`);
+  }
+  return lines;
+}
+
+// The baselines, as raw SQL on the same database. "The listed runs' jobs" is spelled through jobs.run_id, so both
+// can read job_submissions through its (job_id, submission_num) index, as dstack's do through ix_jobs_run_id.
+const JOBS_OF_RUNS = `SELECT id FROM jobs WHERE run_id = ANY($1::uuid[])`;
+/** dstack today: row_number() over every submission of the listed runs, all columns; run twice (2nd: status rows). */
+const WINDOW_SQL = (onlyTerminated: boolean) => `
+  SELECT * FROM (
+    SELECT s.*, row_number() OVER (PARTITION BY s.job_id ORDER BY s.submission_num DESC) AS rn
+      FROM job_submissions s
+     WHERE s.job_id IN (${JOBS_OF_RUNS})${onlyTerminated ? ' AND s.termination_reason IS NOT NULL' : ''}
+  ) x
+  WHERE x.rn <= $2
+  ORDER BY x.run_id, x.job_id, x.submission_num`;
+/** The seed's proposal: max numbers per job by GROUP BY over every submission, then the rows within the last N. */
+const GROUP_BY_SQL = `
+  SELECT s.*
+    FROM job_submissions s
+    JOIN (SELECT job_id, max(submission_num) AS latest,
+                 max(CASE WHEN termination_reason IS NOT NULL THEN submission_num END) AS latest_terminated
+            FROM job_submissions
+           WHERE job_id IN (${JOBS_OF_RUNS})
+           GROUP BY job_id) l ON s.job_id = l.job_id
+   WHERE s.submission_num > l.latest - $2 OR s.submission_num = l.latest_terminated`;
+/** For reference only: the LATERAL fetch alone as raw SQL (rows only, no HTTP/JSON), to show where the time goes. */
+const LATERAL_SQL = `
+  SELECT s.*
+    FROM jobs j
+   CROSS JOIN LATERAL (SELECT * FROM job_submissions x WHERE x.job_id = j.id ORDER BY x.submission_num DESC LIMIT $2) s
+   WHERE j.run_id = ANY($1::uuid[])`;
+
+interface Timed {
+  h: number;
+  n: number;
+  ours: Stats;
+  window: Stats;
+  groupBy: Stats;
+  lateral: Stats;
+  rowsOurs: number;
+  bytesOurs: number;
+  rowsWindow: [number, number];
+  rowsGroupBy: number;
+  rowsLateral: number;
+}
+
+async function timeLevel(env: BenchEnv, h: number, n: number, listedRunIds: string[]): Promise<Timed> {
+  const pool = env.pool;
+  const window = async () => {
+    const a = await pool.query(WINDOW_SQL(false), [listedRunIds, Math.max(n, 1)]);
+    const b = await pool.query(WINDOW_SQL(true), [listedRunIds, 1]);
+    return [a.rowCount ?? 0, b.rowCount ?? 0] as [number, number];
+  };
+  const groupBy = async () => (await pool.query(GROUP_BY_SQL, [listedRunIds, n])).rowCount ?? 0;
+  const lateral = async () => (await pool.query(LATERAL_SQL, [listedRunIds, n])).rowCount ?? 0;
+  const ours = () => env.getRaw(listPath(n));
+
+  // Row counts (outside the timing).
+  const page = (await env.http<ListPage>('GET', listPath(n), undefined, 200)).body;
+  const rowsOurs = page.items.reduce((a, r) => a + r.jobs.reduce((b, j) => b + j.job_submissions.length, 0), 0);
+  const bytesOurs = await ours();
+  const rowsWindow = await window();
+  const rowsGroupBy = await groupBy();
+  const rowsLateral = await lateral();
+
+  const s = await measureSideBySide({ ours, window, groupBy, lateral }, ITERATIONS, WARMUP);
+  return { h, n, ...s, rowsOurs, bytesOurs, rowsWindow, rowsGroupBy, rowsLateral };
+}
+
+async function storageFacts(env: BenchEnv): Promise<string> {
+  const { rows } = await env.pool.query(
+    `SELECT count(*)::int AS n,
+            avg(octet_length(provisioning_data::text) + octet_length(runtime_data::text))::int AS text_bytes,
+            min(octet_length(provisioning_data::text) + octet_length(runtime_data::text))::int AS text_min,
+            max(octet_length(provisioning_data::text) + octet_length(runtime_data::text))::int AS text_max,
+            avg(pg_column_size(provisioning_data) + pg_column_size(runtime_data))::int AS stored_bytes,
+            pg_total_relation_size('job_submissions') AS total
+       FROM job_submissions`,
+  );
+  const spec = await env.pool.query(`SELECT avg(octet_length(spec::text))::int AS avg, min(octet_length(spec::text))::int AS min, max(octet_length(spec::text))::int AS max FROM jobs`);
+  const r = rows[0];
+  const sp = spec.rows[0];
+  return (
+    `${fmtInt(r.n)} submissions; provisioning_data + runtime_data ${r.text_min}–${r.text_max} B of JSON text (avg ${r.text_bytes} B, ` +
+    `avg ${r.stored_bytes} B stored after TOAST compression); jobs.spec ${sp.min}–${sp.max} B (avg ${sp.avg} B); job_submissions total ${fmtBytes(Number(r.total))}`
+  );
+}
+
+export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
+  const t0 = performance.now();
+  log(`\n## runs-list: ${LISTED_RUNS} listed runs × 4 jobs (2 job_nums × 2 replicas), ${BACKGROUND_RUNS} background runs (H=${BACKGROUND_H}) in another project`);
+  log(`   H levels ${H_LEVELS.join(', ')} on the same listed runs (half of the jobs with gaps: every 3rd number missing); ${ITERATIONS} timed iterations after ${WARMUP} warm-up, contenders interleaved`);
+
+  await env.createProject(LISTED_PROJECT);
+  await env.createProject(BACKGROUND_PROJECT);
+  const { listed, background } = await submitRuns(env);
+  await prepareHelpers(env, listed);
+  const { rows: jobRows } = await env.pool.query<{ job_id: string }>(`SELECT job_id FROM bench_jobs WHERE listed ORDER BY job_id`);
+  const listedJobIds = jobRows.map((r) => r.job_id);
+  if (listedJobIds.length !== LISTED_RUNS * 4) throw new Error(`expected ${LISTED_RUNS * 4} listed jobs, found ${listedJobIds.length}`);
+  await growHistory(env, false, 0, 1);
+  await growHistory(env, false, 1, BACKGROUND_H);
+  log(`   ${listed.length + background.length} runs submitted through the API, background history loaded (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+
+  const timed: Timed[] = [];
+  const exactLines: string[] = [];
+  let prevH = 0;
+  for (const h of H_LEVELS) {
+    const tLoad = performance.now();
+    await growHistory(env, true, prevH, h);
+    prevH = h;
+    log(`\n   H=${h}: history loaded in ${((performance.now() - tLoad) / 1000).toFixed(1)} s; ${await storageFacts(env)}`);
+    exactLines.push(...(await checkExact(env, h, listed, listedJobIds)));
+    log(`   H=${h}: exactness checked for N=${EXACT_NS.join(', ')} (${listedJobIds.length} jobs each)`);
+    for (const n of TIMED_NS) {
+      const t = await timeLevel(env, h, n, listed);
+      timed.push(t);
+      log(`   H=${h} N=${n}: ours p50 ${fmtMs(t.ours.p50)} ms, window ${fmtMs(t.window.p50)} ms, GROUP BY ${fmtMs(t.groupBy.p50)} ms, LATERAL raw ${fmtMs(t.lateral.p50)} ms`);
+    }
+  }
+
+  printTable(
+    `runs-list: exactness (GET /projects/{p}/runs?limit=100&job_submissions_limit=N vs brute force, every job)`,
+    ['check'],
+    exactLines.map((l) => [l]),
+  );
+
+  printTable(
+    `runs-list: p50 / p95 ms per list request of ${LISTED_RUNS} runs (${LISTED_RUNS * 4} jobs); ${ITERATIONS} iterations each`,
+    ['H', 'N', 'ours HTTP p50', 'ours p95', 'window×2 p50', 'window p95', 'GROUP BY p50', 'GROUP BY p95', 'LATERAL raw p50', 'rows ours', 'rows window (1st+2nd)', 'rows GROUP BY', 'ours bytes'],
+    timed.map((t) => [
+      t.h,
+      t.n,
+      fmtMs(t.ours.p50),
+      fmtMs(t.ours.p95),
+      fmtMs(t.window.p50),
+      fmtMs(t.window.p95),
+      fmtMs(t.groupBy.p50),
+      fmtMs(t.groupBy.p95),
+      fmtMs(t.lateral.p50),
+      fmtInt(t.rowsOurs),
+      `${fmtInt(t.rowsWindow[0])}+${fmtInt(t.rowsWindow[1])}`,
+      fmtInt(t.rowsGroupBy),
+      fmtBytes(t.bytesOurs),
+    ]),
+    [
+      'ours = the whole HTTP request (auth, runs query, jobs, LATERAL fetch, JSON), body read completely; window/GROUP BY/LATERAL raw = raw SQL through pg on the same database.',
+      'window×2 = dstack today: row_number() over all columns of every submission of the listed runs\' jobs, rn <= N, plus the second (termination_reason IS NOT NULL, rn <= 1) query.',
+      'GROUP BY = the seed\'s proposal: max(submission_num) (and latest terminated) per job over every submission, then the rows with num > latest - N or = latest terminated.',
+      'Row counts: GROUP BY returns FEWER than N per job where numbers have gaps (N > 1), plus the latest terminated row where it falls outside the window (so N=1 returns 2 per job once H ≥ 2); the window\'s 2nd query adds one status row per job.',
+      'LATERAL raw = our fetch as bare SQL, for reference (no target).',
+    ],
+  );
+
+  // Ratios and targets.
+  const get = (h: number, n: number) => timed.find((t) => t.h === h && t.n === n)!;
+  const results: TargetResult[] = [];
+  const ratioRows: (string | number)[][] = [];
+  const hLabel = QUICK ? `H=${H_MAX} (QUICK: stands in for 1000)` : 'H=1000';
+  for (const n of TIMED_NS) {
+    const base = get(n === 1 ? 1 : 10, n);
+    const top = get(H_MAX, n);
+    const flat = top.ours.p50 / base.ours.p50;
+    const flatPass = flat <= 1.5;
+    ratioRows.push([`flat, N=${n}: ours p50(H=${H_MAX}) / p50(H=${base.h})`, `${fmtMs(top.ours.p50)} / ${fmtMs(base.ours.p50)} ms`, fmtRatio(flat), '≤ 1.5×', verdict(flatPass)]);
+    results.push({ suite: SUITE, target: `flat N=${n}: p50(${hLabel}) ≤ 1.5 × p50(H=${base.h})`, measured: fmtRatio(flat), pass: flatPass });
+    const wantWindow = n === 1 ? 20 : 4;
+    const wantGroupBy = n === 1 ? 10 : 3;
+    const rw = top.window.p50 / top.ours.p50;
+    const rg = top.groupBy.p50 / top.ours.p50;
+    ratioRows.push([`ahead, ${hLabel}, N=${n}: window / ours`, `${fmtMs(top.window.p50)} / ${fmtMs(top.ours.p50)} ms`, fmtRatio(rw), `≥ ${wantWindow}×`, verdict(rw >= wantWindow)]);
+    ratioRows.push([`ahead, ${hLabel}, N=${n}: GROUP BY / ours`, `${fmtMs(top.groupBy.p50)} / ${fmtMs(top.ours.p50)} ms`, fmtRatio(rg), `≥ ${wantGroupBy}×`, verdict(rg >= wantGroupBy)]);
+    results.push({ suite: SUITE, target: `ahead ${hLabel} N=${n}: window/ours ≥ ${wantWindow}×`, measured: fmtRatio(rw), pass: rw >= wantWindow });
+    results.push({
+      suite: SUITE,
+      target: `ahead ${hLabel} N=${n}: GROUP BY/ours ≥ ${wantGroupBy}×`,
+      measured: fmtRatio(rg),
+      pass: rg >= wantGroupBy,
+      note: n > 1 ? `GROUP BY returned ${fmtInt(top.rowsGroupBy)} rows vs ours ${fmtInt(top.rowsOurs)} (gaps)` : undefined,
+    });
+  }
+  ratioRows.push([`exact: N=${EXACT_NS.join(', ')} at every H, vs brute force`, `${exactLines.length} checks`, '-', 'all equal', 'PASS']);
+  results.push({ suite: SUITE, target: `exact: N newest existing submissions, gaps included (N=${EXACT_NS.join(',')}, H=${H_LEVELS.join(',')})`, measured: `${exactLines.length}/${exactLines.length} equal`, pass: true });
+
+  printTable(`runs-list: targets (targets.md, "Runs list"), measured side by side in this run`, ['target', 'p50s', 'ratio', 'want', 'verdict'], ratioRows, [
+    'targets.md reference (PG 15, raw SQL, 100 runs): H=300 N=1 window 244 ms, GROUP BY 160 ms, LATERAL 9.7 ms; H=300 N=10 window 267, GROUP BY 215, LATERAL 41 ms.',
+  ]);
+  log(`\n   runs-list finished in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+  return results;
+}

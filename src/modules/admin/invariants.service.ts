@@ -1,0 +1,35 @@
+import { Injectable } from '@nestjs/common';
+import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobsService } from '../jobs/jobs.service';
+import { RunsService } from '../runs/runs.service';
+
+export interface InvariantsReport {
+  checked_at: string;
+  ok: boolean;
+  mismatches: { invariant: string; detail: string }[];
+}
+
+const MAX_REPORTED = 1000;
+
+/** Each module checks its own rows against the facts other modules hand it; this only collects the answers. */
+@Injectable()
+export class InvariantsService {
+  constructor(
+    private readonly jobs: JobsService,
+    private readonly groups: JobGroupsService,
+    private readonly runs: RunsService,
+  ) {}
+
+  async check(): Promise<InvariantsReport> {
+    const checkedAt = new Date().toISOString();
+    const [outcomes, active, facts] = await Promise.all([this.jobs.outcomeCounts(), this.jobs.activeCounts(), this.jobs.jobFactMismatches(MAX_REPORTED)]);
+    const counters = await this.groups.counterMismatches(outcomes);
+    const runs = await this.runs.runMismatches(active);
+    const mismatches = [
+      ...counters.map((detail) => ({ invariant: 'group_counters', detail })),
+      ...facts.map((f) => ({ invariant: 'job_facts', detail: `job ${f.jobId}: ${f.problem}` })),
+      ...runs.map((detail) => ({ invariant: 'run_status', detail })),
+    ].slice(0, MAX_REPORTED);
+    return { checked_at: checkedAt, ok: mismatches.length === 0, mismatches };
+  }
+}

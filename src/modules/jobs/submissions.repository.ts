@@ -1,0 +1,201 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { randomUUID } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import { returning } from '../../infra/database/returning';
+import type { JobSpec, SubmissionStatus } from './dto/job-spec';
+import { Job } from './entities/job.entity';
+import { JobSubmission } from './entities/job-submission.entity';
+
+export interface Capacity {
+  cpu: number;
+  memoryMib: number;
+  gpu: number;
+}
+
+export interface Candidate {
+  id: string;
+  jobId: string;
+  runId: string;
+  jobGroupId: number;
+  submissionNum: number;
+  cpu: number;
+  memoryMib: number;
+  gpu: number;
+}
+
+export interface ClaimedRow {
+  id: string;
+  jobId: string;
+  runId: string;
+  jobGroupId: number;
+  submissionNum: number;
+  leaseExpiresAt: Date;
+  spec: JobSpec;
+  jobNum: number;
+  replicaNum: number;
+  jobName: string;
+}
+
+/** Every query of the worker lifecycle on jobs and submissions. */
+@Injectable()
+export class SubmissionsRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  /** Queued submissions that fit, best first, locked; rows other claimers hold are skipped, never waited for. */
+  async lockCandidates(m: EntityManager, cap: Capacity, limit: number): Promise<Candidate[]> {
+    const rows: Candidate[] = await m.query(
+      `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
+              s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu
+         FROM job_submissions s
+        WHERE s.status = 'submitted' AND s.cpu <= $1 AND s.memory_mib <= $2 AND s.gpu <= $3
+        ORDER BY s.priority DESC, s.submitted_at, s.id
+        LIMIT $4
+          FOR UPDATE SKIP LOCKED`,
+      [cap.cpu, cap.memoryMib, cap.gpu, limit],
+    );
+    return rows;
+  }
+
+  async markClaimed(m: EntityManager, ids: string[], workerId: string, leaseSeconds: number): Promise<ClaimedRow[]> {
+    if (ids.length === 0) return [];
+    const rows: ClaimedRow[] = await m.query(
+      `WITH claimed AS (
+         UPDATE job_submissions
+            SET status = 'provisioning', worker_id = $2, claimed_at = now(), lease_expires_at = now() + make_interval(secs => $3)
+          WHERE id = ANY($1::uuid[])
+      RETURNING id, job_id, run_id, job_group_id, submission_num, lease_expires_at
+       ), jobs_updated AS (
+         UPDATE jobs j SET status = 'provisioning' FROM claimed c WHERE j.id = c.job_id
+      RETURNING j.id, j.spec, j.job_num, j.replica_num, j.job_name
+       )
+       SELECT c.id, c.job_id AS "jobId", c.run_id AS "runId", c.job_group_id AS "jobGroupId", c.submission_num AS "submissionNum",
+              c.lease_expires_at AS "leaseExpiresAt", u.spec, u.job_num AS "jobNum", u.replica_num AS "replicaNum", u.job_name AS "jobName"
+         FROM claimed c JOIN jobs_updated u ON u.id = c.job_id`,
+      [ids, workerId, leaseSeconds],
+    );
+    return rows;
+  }
+
+  lockSubmission(m: EntityManager, id: string): Promise<JobSubmission | null> {
+    return m.getRepository(JobSubmission).createQueryBuilder('s').setLock('pessimistic_write').where('s.id = :id', { id }).getOne();
+  }
+
+  lockJob(m: EntityManager, jobId: string): Promise<Job | null> {
+    return m.getRepository(Job).createQueryBuilder('j').setLock('pessimistic_write').where('j.id = :jobId', { jobId }).getOne();
+  }
+
+  findSubmission(id: string): Promise<JobSubmission | null> {
+    return this.dataSource.getRepository(JobSubmission).findOneBy({ id });
+  }
+
+  async setRunning(m: EntityManager, id: string, jobId: string, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<void> {
+    await m.query(
+      `UPDATE job_submissions SET status = 'running', started_at = now(), last_heartbeat_at = now(),
+              lease_expires_at = now() + make_interval(secs => $3), provisioning_data = coalesce($2::jsonb, provisioning_data)
+        WHERE id = $1`,
+      [id, provisioningData === null ? null : JSON.stringify(provisioningData), leaseSeconds],
+    );
+    await m.query(`UPDATE jobs SET status = 'running' WHERE id = $1`, [jobId]);
+  }
+
+  async heartbeat(m: EntityManager, id: string, runtimeData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
+    const [row] = await returning<{ leaseExpiresAt: Date }>(
+      m,
+      `UPDATE job_submissions SET last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $3),
+              runtime_data = coalesce($2::jsonb, runtime_data)
+        WHERE id = $1 RETURNING lease_expires_at AS "leaseExpiresAt"`,
+      [id, runtimeData === null ? null : JSON.stringify(runtimeData), leaseSeconds],
+    );
+    return row.leaseExpiresAt;
+  }
+
+  async finishSubmission(m: EntityManager, id: string, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<void> {
+    await m.query(
+      `UPDATE job_submissions SET status = $2, termination_reason = $3, exit_status = $4, finished_at = now(), lease_expires_at = NULL WHERE id = $1`,
+      [id, status, reason, exitStatus],
+    );
+  }
+
+  /** The job's final state (no retry): its facts follow the finished submission. */
+  async finishJob(m: EntityManager, jobId: string, status: SubmissionStatus, reason: string, counted: boolean): Promise<void> {
+    await m.query(`UPDATE jobs SET status = $2, termination_reason = $3, completion_counted = $4 WHERE id = $1`, [jobId, status, reason, counted]);
+  }
+
+  /** The next submission of a retried job, and the job's facts pointing at it. */
+  async insertRetry(m: EntityManager, job: Job, prev: JobSubmission): Promise<{ id: string; submissionNum: number }> {
+    const id = randomUUID();
+    const submissionNum = job.latestSubmissionNum + 1;
+    await m.query(
+      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu, memory_mib, gpu)
+       VALUES ($1, $2, $3, $4, $5, 'submitted', $6, $7, $8, $9)`,
+      [id, job.id, job.runId, job.jobGroupId, submissionNum, prev.priority, prev.cpu, prev.memoryMib, prev.gpu],
+    );
+    await m.query(
+      `UPDATE jobs SET status = 'submitted', termination_reason = $2, latest_submission_id = $3, latest_submission_num = $4,
+              submission_count = submission_count + 1
+        WHERE id = $1`,
+      [job.id, prev.terminationReason, id, submissionNum],
+    );
+    return { id, submissionNum };
+  }
+
+  /**
+   * Bounds history: the submission before `beforeNum`, if it failed for lack of capacity and never ran, is
+   * deleted and counted in the job's folded_submissions instead. Returns whether one was folded.
+   */
+  async foldSupersededNoCapacity(m: EntityManager, jobId: string, beforeNum: number): Promise<boolean> {
+    const rows = await returning(
+      m,
+      `WITH victim AS (
+         SELECT id, termination_reason FROM job_submissions
+          WHERE job_id = $1 AND submission_num < $2
+          ORDER BY submission_num DESC LIMIT 1
+       ), deleted AS (
+         DELETE FROM job_submissions s USING victim v
+          WHERE s.id = v.id AND v.termination_reason = 'failed_to_start_due_to_no_capacity' AND s.started_at IS NULL
+      RETURNING s.termination_reason
+       )
+       UPDATE jobs SET folded_submissions = jsonb_set(folded_submissions, ARRAY[d.termination_reason],
+                         to_jsonb(coalesce((folded_submissions ->> d.termination_reason)::int, 0) + 1))
+         FROM deleted d WHERE jobs.id = $1
+       RETURNING jobs.id`,
+      [jobId, beforeNum],
+    );
+    return rows.length > 0;
+  }
+
+  /** Queued submissions of the given groups become `terminated` without a worker; their jobs follow. Bounded. */
+  async terminateQueued(m: EntityManager, runId: string, groupIds: number[], status: SubmissionStatus, reason: string, limit: number): Promise<{ n: number; retries: number }> {
+    const [row] = await m.query(
+      `WITH victims AS (
+         SELECT id, job_id, submission_num FROM job_submissions
+          WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND status = 'submitted'
+          LIMIT $5 FOR UPDATE SKIP LOCKED
+       ), done AS (
+         UPDATE job_submissions s SET status = $3, termination_reason = $4, finished_at = now()
+           FROM victims v WHERE s.id = v.id
+       RETURNING s.job_id, v.submission_num
+       ), jobs_done AS (
+         UPDATE jobs j SET status = $3, termination_reason = $4 FROM done d WHERE j.id = d.job_id AND j.latest_submission_id IN (SELECT id FROM victims)
+       RETURNING j.id
+       )
+       SELECT (SELECT count(*) FROM done)::int AS n, (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries`,
+      [runId, groupIds, status, reason, limit],
+    );
+    return row;
+  }
+
+  /** Claimed or running submissions whose worker stopped renewing the lease, locked. */
+  async lockLapsed(m: EntityManager, limit: number): Promise<JobSubmission[]> {
+    return m
+      .getRepository(JobSubmission)
+      .createQueryBuilder('s')
+      .where(`s.status IN ('provisioning', 'running', 'terminating') AND s.lease_expires_at < now()`)
+      .orderBy('s.lease_expires_at')
+      .limit(limit)
+      .setLock('pessimistic_write')
+      .setOnLocked('skip_locked')
+      .getMany();
+  }
+}

@@ -1,0 +1,206 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { Env } from '../../config/env';
+import { DomainError, notFound } from '../../common/errors/domain-error';
+import { TransactionRunner } from '../../infra/database/transaction.runner';
+import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
+import { JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
+import { isFinished, SubmissionStatus } from '../jobs/dto/job-spec';
+import { Job } from '../jobs/entities/job.entity';
+import { JobSubmission } from '../jobs/entities/job-submission.entity';
+import { SubmissionsService } from '../jobs/submissions.service';
+import { ActiveDelta } from '../runs/runs.repository';
+import { RunsService } from '../runs/runs.service';
+import { ClaimDto, ClaimedSubmissionView, CompleteDto, CompleteView, HeartbeatDto, RunningDto } from './dto/worker.dto';
+import { shouldRetry } from './retry-policy';
+
+const stale = (message: string) => new DomainError('STALE_SUBMISSION', message);
+
+const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'cancelled' };
+
+/** The active count a submission occupies on its run while in `status`. */
+function activeDelta(status: SubmissionStatus, sign: 1 | -1, submissionNum: number): ActiveDelta {
+  if (status === 'provisioning') return { nProvisioning: sign };
+  if (status === 'running' || status === 'terminating') return { nRunning: sign };
+  if (status === 'submitted' && submissionNum > 0) return { nRetrying: sign };
+  return {};
+}
+
+function addDelta(a: ActiveDelta, b: ActiveDelta): ActiveDelta {
+  return {
+    nProvisioning: (a.nProvisioning ?? 0) + (b.nProvisioning ?? 0),
+    nRunning: (a.nRunning ?? 0) + (b.nRunning ?? 0),
+    nRetrying: (a.nRetrying ?? 0) + (b.nRetrying ?? 0),
+  };
+}
+
+/**
+ * The worker lifecycle: claim → running → heartbeat → complete, and the lapsed-lease path. Every transition is one
+ * transaction taking locks in one order: submission, job, group counters (deepest first), run.
+ */
+@Injectable()
+export class WorkerLifecycleService {
+  constructor(
+    private readonly tx: TransactionRunner,
+    private readonly subs: SubmissionsService,
+    private readonly groups: JobGroupsService,
+    private readonly runs: RunsService,
+    private readonly env: Env,
+  ) {}
+
+  /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
+  async claim(body: ClaimDto): Promise<{ submissions: ClaimedSubmissionView[] }> {
+    const limit = body.limit ?? 1;
+    const cap = { cpu: body.capacity.cpu, memoryMib: body.capacity.memory_mib, gpu: body.capacity.gpu ?? 0 };
+    const claimed = await this.tx.run(async (m) => {
+      const candidates = await this.subs.lockCandidates(m, cap, limit * 4 + 8);
+      const cancellations = await this.groups.effectiveCancellations([...new Set(candidates.map((c) => c.runId))], m);
+      const picked: typeof candidates = [];
+      const left = { ...cap };
+      const deltas = new Map<string, ActiveDelta>();
+      const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
+      for (const c of candidates) {
+        const cancellation = cancellations.get(c.runId)?.get(c.jobGroupId);
+        if (cancellation) {
+          // Queued under a cancelled group: finish it here rather than hand it out (the sweep would, later).
+          const outcome = cancelledJobOutcome(cancellation);
+          const done = await this.subs.terminateQueued(m, c.runId, [c.jobGroupId], outcome.status, outcome.terminationReason, candidates.length);
+          if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
+          continue;
+        }
+        if (picked.length >= limit || c.cpu > left.cpu || c.memoryMib > left.memoryMib || c.gpu > left.gpu) continue;
+        picked.push(c);
+        left.cpu -= c.cpu;
+        left.memoryMib -= c.memoryMib;
+        left.gpu -= c.gpu;
+        bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
+      }
+      const rows = await this.subs.markClaimed(m, picked.map((p) => p.id), body.worker_id, this.env.RUNPLANE_LEASE_SECONDS);
+      for (const runId of [...deltas.keys()].sort()) await this.runs.refreshStatus(m, runId, deltas.get(runId));
+      return rows;
+    });
+    return {
+      submissions: claimed.map((r) => ({
+        id: r.id,
+        job_id: r.jobId,
+        run_id: r.runId,
+        job_group_id: r.jobGroupId,
+        job_num: r.jobNum,
+        replica_num: r.replicaNum,
+        job_name: r.jobName,
+        submission_num: r.submissionNum,
+        spec: r.spec,
+        lease_expires_at: new Date(r.leaseExpiresAt).toISOString(),
+      })),
+    };
+  }
+
+  async running(id: string, body: RunningDto): Promise<{ status: string; lease_expires_at: string | null }> {
+    return this.tx.run(async (m) => {
+      const s = await this.ownedSubmission(m, id, body.worker_id);
+      if (s.status === 'running') return { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null };
+      if (s.status !== 'provisioning') throw stale(`submission ${id} is ${s.status}, not provisioning`);
+      await this.subs.lockWithJob(m, id);
+      await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
+      await this.runs.refreshStatus(m, s.runId, { nProvisioning: -1, nRunning: 1 });
+      const fresh = (await this.subs.lockSubmission(m, id))!;
+      return { status: fresh.status, lease_expires_at: fresh.leaseExpiresAt?.toISOString() ?? null };
+    });
+  }
+
+  /** Renews the lease; answers whether the submission's group (or an ancestor) was cancelled meanwhile. */
+  async heartbeat(id: string, body: HeartbeatDto): Promise<{ cancel_requested: boolean; lease_expires_at: string }> {
+    return this.tx.run(async (m) => {
+      const s = await this.ownedSubmission(m, id, body.worker_id);
+      if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
+      const lease = await this.subs.heartbeat(m, s, body.runtime_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
+      const cancellation = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
+      return { cancel_requested: cancellation !== null, lease_expires_at: new Date(lease).toISOString() };
+    });
+  }
+
+  /**
+   * A worker's final report. Repeating it returns the same answer and changes nothing; a report for a submission
+   * that is not the job's latest, or from another worker, is a 409 that changes nothing.
+   */
+  async complete(id: string, body: CompleteDto): Promise<CompleteView> {
+    return this.tx.run(async (m) => {
+      const locked = await this.subs.lockWithJob(m, id);
+      if (!locked) throw notFound(`submission ${id}`);
+      const { submission: s, job } = locked;
+      if (s.workerId !== body.worker_id) throw stale(`submission ${id} is not held by worker ${body.worker_id}`);
+      if (isFinished(s.status)) {
+        if (s.status === body.status && s.terminationReason === body.termination_reason) return this.answer(s, job);
+        throw stale(`submission ${id} already finished as ${s.status} (${s.terminationReason})`);
+      }
+      if (job.latestSubmissionId !== s.id) throw stale(`submission ${id} is not the latest of its job`);
+      return this.finishLocked(m, s, job, body.status, body.termination_reason, body.exit_status ?? null);
+    });
+  }
+
+  /** Lapsed leases: the worker is presumed gone, the attempt failed as `instance_unreachable` (and may retry). */
+  async expireLapsedLeases(limit: number): Promise<number> {
+    return this.tx.run(async (m) => {
+      const lapsed = await this.subs.lockLapsed(m, limit);
+      for (const s of lapsed) {
+        const locked = await this.subs.lockWithJob(m, s.id);
+        if (!locked || locked.job.latestSubmissionId !== s.id) continue;
+        await this.finishLocked(m, locked.submission, locked.job, 'failed', 'instance_unreachable', null);
+      }
+      return lapsed.length;
+    });
+  }
+
+  /** Terminates, in bounded batches, queued submissions below cancellations not yet swept. */
+  async sweepCancelled(maxCancellations: number, batch: number): Promise<number> {
+    let total = 0;
+    for (const c of await this.groups.unswept(maxCancellations)) {
+      total += await this.tx.run(async (m) => {
+        const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId);
+        const outcome = cancelledJobOutcome(c);
+        const done = await this.subs.terminateQueued(m, c.runId, ids, outcome.status, outcome.terminationReason, batch);
+        if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
+        if (done.n > 0) await this.runs.refreshStatus(m, c.runId, { nRetrying: -done.retries });
+        return done.n;
+      });
+    }
+    return total;
+  }
+
+  private async finishLocked(m: EntityManager, s: JobSubmission, job: Job, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<CompleteView> {
+    await this.subs.finish(m, s, status, reason, exitStatus);
+    let delta = activeDelta(s.status, -1, s.submissionNum);
+    // Locking the chain serialises this report with a concurrent cancel of any group above the job.
+    const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
+    const policy = await this.runs.retryPolicy(m, s.runId);
+    let retry: CompleteView['retry_submission'] = null;
+    if (!chain.cancellation && shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
+      const next = await this.subs.retry(m, job, { ...s, terminationReason: reason } as JobSubmission);
+      retry = { id: next.id, submission_num: next.submissionNum };
+      delta = addDelta(delta, { nRetrying: 1 });
+    } else {
+      const counted = chain.cancellation === null;
+      if (counted) await this.groups.recordOutcome(m, chain, OUTCOME[status]);
+      await this.subs.finishJob(m, job, status, reason, counted);
+    }
+    await this.runs.refreshStatus(m, s.runId, delta);
+    return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
+  }
+
+  private answer(s: JobSubmission, job: Job): CompleteView {
+    const retried = job.latestSubmissionNum > s.submissionNum;
+    return {
+      submission_id: s.id,
+      status: s.status,
+      termination_reason: s.terminationReason!,
+      retry_submission: retried && job.latestSubmissionNum === s.submissionNum + 1 ? { id: job.latestSubmissionId, submission_num: job.latestSubmissionNum } : null,
+    };
+  }
+
+  private async ownedSubmission(m: EntityManager, id: string, workerId: string): Promise<JobSubmission> {
+    const s = await this.subs.lockSubmission(m, id);
+    if (!s) throw notFound(`submission ${id}`);
+    if (s.workerId !== workerId) throw stale(`submission ${id} is not held by worker ${workerId}`);
+    return s;
+  }
+}

@@ -1,0 +1,16 @@
+import { Module } from '@nestjs/common';
+import { JobGroupsModule } from '../job-groups/job-groups.module';
+import { JobsModule } from '../jobs/jobs.module';
+import { RunsModule } from '../runs/runs.module';
+import { BackgroundLoopsService } from './background-loops.service';
+import { WorkerLifecycleService } from './worker-lifecycle.service';
+import { WorkersController } from './workers.controller';
+
+/** The internal worker API and the background loops that keep the lifecycle moving without workers. */
+@Module({
+  imports: [JobsModule, JobGroupsModule, RunsModule],
+  controllers: [WorkersController],
+  providers: [WorkerLifecycleService, BackgroundLoopsService],
+  exports: [WorkerLifecycleService, BackgroundLoopsService],
+})
+export class WorkersModule {}
