@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
 import { runJobGroups } from './job-groups';
+import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
 import { ADMIN_URL, BenchEnv, log, printTable, QUICK, TargetResult, verdict, withBenchEnv } from './support';
 
@@ -12,6 +13,7 @@ import { ADMIN_URL, BenchEnv, log, printTable, QUICK, TargetResult, verdict, wit
 const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   'runs-list': runRunsList,
   'job-groups': runJobGroups,
+  lifecycle: runLifecycle,
 };
 
 async function main(argv: string[]): Promise<number> {
