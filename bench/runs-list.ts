@@ -29,7 +29,10 @@ const LISTED_RUNS = QUICK ? 20 : 100;
 const BACKGROUND_RUNS = QUICK ? 20 : 200;
 /** History of the background runs' jobs (half with gaps), loaded once. */
 const BACKGROUND_H = 20;
-const H_LEVELS = QUICK ? [1, 10, 50] : [1, 10, 100, 1000];
+/** BENCH_H_LEVELS=1,10,1000 overrides the levels (must start at 1 and include 10 for the N=10 ratio). */
+const H_LEVELS = process.env.BENCH_H_LEVELS ? process.env.BENCH_H_LEVELS.split(',').map(Number) : QUICK ? [1, 10, 50] : [1, 10, 100, 1000];
+/** BENCH_EXPLAIN=1 prints EXPLAIN (ANALYZE, BUFFERS) of the SQL contenders at the deepest H. */
+const EXPLAIN = process.env.BENCH_EXPLAIN === '1';
 const H_MAX = H_LEVELS[H_LEVELS.length - 1];
 const EXACT_NS = [1, 3, 10];
 const TIMED_NS = [1, 10];
@@ -406,6 +409,17 @@ async function timeLevel(env: BenchEnv, h: number, n: number, listedRunIds: stri
   const rowsGroupBy = await groupBy();
   const rowsLateral = await lateral();
 
+  if (EXPLAIN && h === H_MAX) {
+    for (const [label, sql, params] of [
+      ['window (1st)', WINDOW_SQL(false), [listedRunIds, Math.max(n, 1)]],
+      ['window (2nd)', WINDOW_SQL(true), [listedRunIds, 1]],
+      ['GROUP BY', GROUP_BY_SQL, [listedRunIds, n]],
+      ['LATERAL raw', LATERAL_SQL, [listedRunIds, n]],
+    ] as const) {
+      const { rows } = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [...params]);
+      log(`\n   EXPLAIN ${label}, H=${h} N=${n}:\n${rows.map((r: Record<string, string>) => '     ' + r['QUERY PLAN']).join('\n')}`);
+    }
+  }
   const s = await measureSideBySide({ ours, window, groupBy, lateral }, ITERATIONS, WARMUP);
   return { h, n, ...s, rowsOurs, bytesOurs, rowsWindow, rowsGroupBy, rowsLateral };
 }

@@ -17,6 +17,8 @@ import { MAX_JOBS_PER_REQUEST, SubmitRunDto } from './dto/submit-run.dto';
 import { Run } from './entities/run.entity';
 import { ActiveDelta, RunsRepository } from './runs.repository';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export interface RunRef {
   access: ProjectAccess;
   run: Run;
@@ -37,7 +39,7 @@ export class RunsService {
   /** A run of a project the caller can see; another project's run is a 404, like a missing one. */
   async requireRun(principal: Principal, projectName: string, runId: string): Promise<RunRef> {
     const access = await this.projects.requireAccess(principal, projectName);
-    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(runId)) throw notFound(`run ${runId}`);
+    if (!UUID.test(runId)) throw notFound(`run ${runId}`);
     const run = await this.runs.findRun(access.projectId, runId);
     if (!run) throw notFound(`run ${runId}`);
     return { access, run };
@@ -185,7 +187,9 @@ export class RunsService {
     let after: { submittedAt: string; id: string } | undefined;
     if (q.cursor) {
       const [at, id] = decodeCursor(q.cursor, ['string', 'string']) as [string, string];
-      if (Number.isNaN(Date.parse(at))) throw new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list');
+      if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(at) || Number.isNaN(Date.parse(at)) || !UUID.test(id)) {
+        throw new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [{ field: 'cursor', message: 'is invalid' }]);
+      }
       after = { submittedAt: at, id };
     }
     const rows = await this.runs.listRuns({
