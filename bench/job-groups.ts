@@ -152,6 +152,7 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
   const addStats = stats(buildMs);
   log(`   built in ${((performance.now() - tBuild) / 1000).toFixed(0)} s; POST job-groups/{g}/jobs with ${fmtInt(BIG_JOBS / BIG_REQUESTS)} jobs: p50 ${fmtMs(addStats.p50)} ms, p95 ${fmtMs(addStats.p95)} ms over ${addStats.n} requests`);
   await env.pool.query('VACUUM (ANALYZE) jobs, job_submissions, job_group_counters, job_groups, job_group_self_and_ancestors');
+  await env.assertInvariants('building the groups through the API');
   const bigRuns = new Set(big.map((b) => b.runId));
   for (const r of [...big, ...small]) {
     const g = await group(env, r.runId, r.chain[0]);
@@ -180,6 +181,7 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
       if (g === r.chain[0] && (v.counts.n_cancelled !== n || v.counts.n_completed !== n)) throw new Error(`group ${g} after cancel counts ${JSON.stringify(v.counts)}, expected ${n} cancelled`);
     }
   }
+  const afterCancel = await env.invariantMismatches();
   const bigP50 = median(bigMs);
   const smallP50 = median(smallMs);
   const cancelRatio = bigP50 / smallP50;
@@ -194,6 +196,7 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
       `ratio big/small p50 = ${fmtRatio(cancelRatio)} (target ≤ 2×): ${verdict(cancelRatio <= 2)}`,
       `small groups live in runs of their own (11 jobs), big ones in runs of ${fmtInt(BIG_JOBS + 1)}: anything proportional to run size would show.`,
       'checked afterwards: every group of each cancelled chain reads status=cancelled with the cancellation of the top group, counts n_cancelled = subtree size.',
+      `GET /admin/v1/invariants afterwards: ${afterCancel.length === 0 ? 'no mismatch' : `${afterCancel.length} MISMATCHES, first: ${afterCancel.slice(0, 3).join('; ')}`}`,
     ],
   );
   results.push({ suite: SUITE, target: `cancel: ${fmtInt(BIG_JOBS)}-job subtree ≤ 2 × ${SMALL_JOBS}-job subtree (p50)`, measured: `${fmtMs(bigP50)} / ${fmtMs(smallP50)} ms = ${fmtRatio(cancelRatio)}`, pass: cancelRatio <= 2 });

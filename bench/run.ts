@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
-import { ADMIN_URL, BenchEnv, log, printTable, QUICK, TargetResult, verdict, withBenchEnv } from './support';
+import { ADMIN_URL, BenchEnv, isInterrupted, log, printTable, QUICK, TargetResult, verdict, withBenchEnv } from './support';
 
 /**
  * `npm run bench [-- <suite> ...]`: each suite in its own fresh database with the real app in-process, then a
@@ -19,7 +19,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
 async function main(argv: string[]): Promise<number> {
   const args = argv.filter((a) => a !== '--');
   if (args.includes('--help') || args.includes('-h')) {
-    log(`usage: npm run bench [-- ${Object.keys(SUITES).join(' | ')} ...]   (default: all)\n  env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_QUICK=1 (small shapes), BENCH_ITERATIONS`);
+    log(`usage: npm run bench [-- ${Object.keys(SUITES).join(' | ')} ...]   (default: all)\n  env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_QUICK=1 (small shapes, to check the scripts), BENCH_ITERATIONS (timed iterations),\n       BENCH_H_LEVELS (runs-list history levels, default 1,10,100,1000), BENCH_EXPLAIN=1 (runs-list: EXPLAIN ANALYZE of the SQL contenders at the deepest H)`);
     return 0;
   }
   const unknown = args.filter((a) => !(a in SUITES));
@@ -38,6 +38,7 @@ async function main(argv: string[]): Promise<number> {
     try {
       results.push(...(await withBenchEnv(name, SUITES[name])));
     } catch (err) {
+      if (isInterrupted()) return new Promise<number>(() => undefined); // the signal handler exits once cleaned up
       const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
       failures.push(`${name}: ${err instanceof Error ? err.message : String(err)}`);
       process.stderr.write(`\n!!! bench suite ${name} FAILED !!!\n${message}\n`);

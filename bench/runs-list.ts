@@ -39,7 +39,11 @@ const TIMED_NS = [1, 10];
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS) || (QUICK ? 5 : 20);
 const WARMUP = QUICK ? 1 : 3;
 const PAYLOADS = 1000;
-const FAILED_REASON = 'failed_to_start_due_to_no_capacity';
+/** Old submissions ran and were interrupted (they carry provisioning/runtime data); the run retries on no_capacity. */
+const FAILED_REASON = 'interrupted_by_no_capacity';
+/** What the gaps stand for: no-capacity submissions that never ran, folded into the job's counts (product.md). */
+const FOLDED_REASON = 'failed_to_start_due_to_no_capacity';
+const RETRY = { on_events: ['no_capacity'], duration_s: 7 * 24 * 3600 };
 
 /** Submission number of the k-th existing submission (k from 0): gapped jobs skip every 3rd number (2, 5, 8, ...). */
 const numberOf = (k: number, gapped: boolean) => (gapped ? k + Math.floor(k / 2) : k);
@@ -116,6 +120,7 @@ interface ListJob {
   replica_num: number;
   status: string;
   submission_count: number;
+  folded_submissions: Record<string, number>;
   latest_job_submission: { id: string; submission_num: number } | null;
   job_submissions: { id: string; submission_num: number }[];
 }
@@ -166,7 +171,7 @@ async function submitRuns(env: BenchEnv): Promise<{ listed: string[]; background
       const res = await env.http<{ id: string; jobs: unknown[] }>(
         'POST',
         `/api/v1/projects/${project}/runs`,
-        { jobs: [0, 1].map((j) => ({ name: `train-${j}`, spec: bigJobSpec(i * 2 + j), replicas: 2 })) },
+        { retry: RETRY, jobs: [0, 1].map((j) => ({ name: `train-${j}`, spec: bigJobSpec(i * 2 + j), replicas: 2 })) },
         201,
       );
       if (res.body.jobs.length !== 4) throw new Error(`run submission returned ${res.body.jobs.length} jobs, expected 4`);
@@ -201,10 +206,14 @@ async function prepareHelpers(env: BenchEnv, listedRunIds: string[]): Promise<vo
 }
 
 /**
- * Gives every job of the chosen set (listed or background) history up to `toH` submissions, from `fromH`: the
- * previous latest becomes a terminal no-capacity failure, the new ones are failed except the newest (running), and
- * the job rows' facts (latest id/num, count, status, termination reason) are recomputed from what exists.
+ * Gives every job of the chosen set (listed or background) history up to `toH` existing submissions, from `fromH`,
+ * writing what the app's own retry path writes: the previous latest becomes a finished no-capacity interruption,
+ * the new ones are finished the same way except the newest (running, as after claim + running), and the job rows'
+ * facts follow the app's model: latest id/num and status from the newest row, submission_count = every submission
+ * ever made (latest num + 1), the gaps counted in folded_submissions, termination_reason = the last one recorded
+ * (the retry path copies the previous submission's). Runs get their active counts and derived status.
  * fromH = 0 means "submission 0 exists (written by the API) and only gets its payload and running state".
+ * Afterwards the app's own GET /admin/v1/invariants must report nothing.
  */
 async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: number): Promise<void> {
   await inTransaction(env, async (c) => {
@@ -222,7 +231,7 @@ async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: n
       await c.query(
         `UPDATE job_submissions s
             SET status = 'failed', termination_reason = '${FAILED_REASON}', finished_at = s.submitted_at + interval '3 min',
-                lease_expires_at = NULL
+                exit_status = NULL, lease_expires_at = NULL
            FROM jobs j JOIN bench_jobs b ON b.job_id = j.id
           WHERE s.id = j.latest_submission_id AND b.listed = $1::boolean`,
         [listed],
@@ -254,17 +263,22 @@ async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: n
     await c.query(
       `UPDATE jobs j
           SET latest_submission_id = l.id, latest_submission_num = l.submission_num, status = l.status,
-              termination_reason = l.termination_reason, submission_count = n.count
+              termination_reason = coalesce(l.termination_reason, t.termination_reason),
+              submission_count = l.submission_num + 1,
+              folded_submissions = CASE WHEN l.submission_num + 1 > n.count
+                                        THEN jsonb_build_object('${FOLDED_REASON}', l.submission_num + 1 - n.count) ELSE '{}' END
          FROM bench_jobs b
         CROSS JOIN LATERAL (SELECT s.id, s.submission_num, s.status, s.termination_reason FROM job_submissions s
                              WHERE s.job_id = b.job_id ORDER BY s.submission_num DESC LIMIT 1) l
         CROSS JOIN LATERAL (SELECT count(*)::int AS count FROM job_submissions s WHERE s.job_id = b.job_id) n
+         LEFT JOIN LATERAL (SELECT s.termination_reason FROM job_submissions s
+                             WHERE s.job_id = b.job_id AND s.termination_reason IS NOT NULL ORDER BY s.submission_num DESC LIMIT 1) t ON true
         WHERE j.id = b.job_id AND b.listed = $1::boolean`,
       [listed],
     );
     // Every job runs its newest submission: keep the runs' active counts and status in line with that.
     await c.query(
-      `UPDATE runs r SET n_running = x.n, status = 'running'
+      `UPDATE runs r SET n_running = x.n, status = 'running', status_message = NULL, termination_reason = NULL
          FROM (SELECT j.run_id, count(*)::int AS n FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
                 WHERE j.status = 'running' GROUP BY j.run_id) x
         WHERE r.id = x.run_id`,
@@ -273,7 +287,7 @@ async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: n
     // The shape is what we say it is, or we stop here.
     const { rows } = await c.query(
       `SELECT count(*)::int AS bad FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
-        WHERE j.submission_count <> $2::int OR j.latest_submission_num <> ${SQL_NUMBER_OF('($2::int - 1)')} OR j.status <> 'running'
+        WHERE j.latest_submission_num <> ${SQL_NUMBER_OF('($2::int - 1)')} OR j.submission_count <> j.latest_submission_num + 1 OR j.status <> 'running'
            OR (SELECT count(*) FROM job_submissions s WHERE s.job_id = j.id) <> $2::int`,
       [listed, toH],
     );
@@ -306,7 +320,8 @@ async function bruteForce(env: BenchEnv, jobIds: string[], ns: number[]): Promis
 const listPath = (n: number) => `/api/v1/projects/${LISTED_PROJECT}/runs?limit=100&job_submissions_limit=${n}`;
 
 /** Checks the endpoint against the brute force for every job; throws (loudly) on any difference. */
-async function checkExact(env: BenchEnv, h: number, listedRunIds: string[], listedJobIds: string[]): Promise<string[]> {
+async function checkExact(env: BenchEnv, h: number, listedRunIds: string[], gappedByJob: Map<string, boolean>): Promise<string[]> {
+  const listedJobIds = [...gappedByJob.keys()];
   const expected = await bruteForce(env, listedJobIds, EXACT_NS);
   const lines: string[] = [];
   for (const n of EXACT_NS) {
@@ -335,14 +350,18 @@ async function checkExact(env: BenchEnv, h: number, listedRunIds: string[], list
         if (nums.some((x, i) => i > 0 && x <= nums[i - 1])) problems.push(`job ${job.id}: submissions not ascending: ${nums.join(',')}`);
         const newest = want[want.length - 1];
         if (job.latest_job_submission?.id !== newest) problems.push(`job ${job.id}: latest_job_submission ${job.latest_job_submission?.id} ≠ newest ${newest}`);
-        if (job.submission_count !== h) problems.push(`job ${job.id}: submission_count ${job.submission_count} ≠ ${h}`);
+        const made = numberOf(h - 1, gappedByJob.get(job.id)!) + 1;
+        const folded = (job.folded_submissions[FOLDED_REASON] ?? 0) as number;
+        if (job.submission_count !== made || folded !== made - h) {
+          problems.push(`job ${job.id}: submission_count ${job.submission_count}, folded ${folded}; expected ${made} made, ${made - h} folded`);
+        }
       }
     }
     if (jobs !== listedJobIds.length) problems.push(`page has ${jobs} jobs, expected ${listedJobIds.length}`);
     if (problems.length > 0) {
       throw new Error(`EXACTNESS FAILED at H=${h}, N=${n}: ${problems.length} problems; first ones:\n  ${problems.slice(0, 10).join('\n  ')}`);
     }
-    lines.push(`H=${h} N=${n}: ${jobs} jobs, ${rows} submissions, every job's ids equal the brute force`);
+    lines.push(`H=${h} N=${n}: ${jobs} jobs, ${rows} submissions, every job's ids equal the brute force; submission_count and folded_submissions as generated`);
   }
   return lines;
 }
@@ -369,7 +388,7 @@ const GROUP_BY_SQL = `
            WHERE job_id IN (${JOBS_OF_RUNS})
            GROUP BY job_id) l ON s.job_id = l.job_id
    WHERE s.submission_num > l.latest - $2 OR s.submission_num = l.latest_terminated`;
-/** For reference only: the LATERAL fetch alone as raw SQL (rows only, no HTTP/JSON), to show where the time goes. */
+/** For reference only: a LATERAL newest-first fetch as raw SQL (rows only, no HTTP/JSON), to show where the time goes. */
 const LATERAL_SQL = `
   SELECT s.*
     FROM jobs j
@@ -448,15 +467,20 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   log(`\n## runs-list: ${LISTED_RUNS} listed runs × 4 jobs (2 job_nums × 2 replicas), ${BACKGROUND_RUNS} background runs (H=${BACKGROUND_H}) in another project`);
   log(`   H levels ${H_LEVELS.join(', ')} on the same listed runs (half of the jobs with gaps: every 3rd number missing); ${ITERATIONS} timed iterations after ${WARMUP} warm-up, contenders interleaved`);
 
+  const settings = await env.pool.query(`SELECT current_setting('server_version') AS v, current_setting('work_mem') AS wm, current_setting('shared_buffers') AS sb, current_setting('max_parallel_workers_per_gather') AS par`);
+  const st = settings.rows[0];
+  log(`   PostgreSQL ${st.v}, work_mem ${st.wm}, shared_buffers ${st.sb}, max_parallel_workers_per_gather ${st.par} (server defaults; the window sort spills to disk once history is deep)`);
   await env.createProject(LISTED_PROJECT);
   await env.createProject(BACKGROUND_PROJECT);
   const { listed, background } = await submitRuns(env);
   await prepareHelpers(env, listed);
-  const { rows: jobRows } = await env.pool.query<{ job_id: string }>(`SELECT job_id FROM bench_jobs WHERE listed ORDER BY job_id`);
-  const listedJobIds = jobRows.map((r) => r.job_id);
+  const { rows: jobRows } = await env.pool.query<{ job_id: string; gapped: boolean }>(`SELECT job_id, gapped FROM bench_jobs WHERE listed ORDER BY job_id`);
+  const gappedByJob = new Map(jobRows.map((r) => [r.job_id, r.gapped]));
+  const listedJobIds = [...gappedByJob.keys()];
   if (listedJobIds.length !== LISTED_RUNS * 4) throw new Error(`expected ${LISTED_RUNS * 4} listed jobs, found ${listedJobIds.length}`);
   await growHistory(env, false, 0, 1);
   await growHistory(env, false, 1, BACKGROUND_H);
+  await env.assertInvariants('background history loaded');
   log(`   ${listed.length + background.length} runs submitted through the API, background history loaded (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
 
   const timed: Timed[] = [];
@@ -467,7 +491,8 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
     await growHistory(env, true, prevH, h);
     prevH = h;
     log(`\n   H=${h}: history loaded in ${((performance.now() - tLoad) / 1000).toFixed(1)} s; ${await storageFacts(env)}`);
-    exactLines.push(...(await checkExact(env, h, listed, listedJobIds)));
+    await env.assertInvariants(`H=${h} loaded`);
+    exactLines.push(...(await checkExact(env, h, listed, gappedByJob)));
     log(`   H=${h}: exactness checked for N=${EXACT_NS.join(', ')} (${listedJobIds.length} jobs each)`);
     for (const n of TIMED_NS) {
       const t = await timeLevel(env, h, n, listed);
@@ -501,11 +526,11 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
       fmtBytes(t.bytesOurs),
     ]),
     [
-      'ours = the whole HTTP request (auth, runs query, jobs, LATERAL fetch, JSON), body read completely; window/GROUP BY/LATERAL raw = raw SQL through pg on the same database.',
+      'ours = the whole HTTP request (auth, runs page, job rows, the app\'s latest-N fetch, JSON), body read completely; window/GROUP BY/LATERAL raw = raw SQL through pg on the same database, rows fetched and parsed by pg.',
       'window×2 = dstack today: row_number() over all columns of every submission of the listed runs\' jobs, rn <= N, plus the second (termination_reason IS NOT NULL, rn <= 1) query.',
       'GROUP BY = the seed\'s proposal: max(submission_num) (and latest terminated) per job over every submission, then the rows with num > latest - N or = latest terminated.',
       'Row counts: GROUP BY returns FEWER than N per job where numbers have gaps (N > 1), plus the latest terminated row where it falls outside the window (so N=1 returns 2 per job once H ≥ 2); the window\'s 2nd query adds one status row per job.',
-      'LATERAL raw = our fetch as bare SQL, for reference (no target).',
+      'LATERAL raw = targets.md\'s third column: LATERAL newest-first per job with LIMIT N, as bare SQL, for reference (no target): what the database part of a list costs.',
     ],
   );
 

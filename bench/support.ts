@@ -44,11 +44,15 @@ export async function withAdminClient<T>(fn: (c: Client) => Promise<T>): Promise
 type Cleanup = () => Promise<void>;
 const cleanups = new Set<Cleanup>();
 let signalsInstalled = false;
+let interrupted = false;
+/** True once SIGINT/SIGTERM arrived: whatever fails after that is the clean-up pulling the rug, not a result. */
+export const isInterrupted = () => interrupted;
 
 function installSignalHandlers(): void {
   if (signalsInstalled) return;
   signalsInstalled = true;
   const onSignal = (signal: NodeJS.Signals) => {
+    interrupted = true;
     process.stderr.write(`\nbench: ${signal} received, cleaning up (app, pool, bench databases)...\n`);
     void runAllCleanups().finally(() => process.exit(130));
   };
@@ -56,15 +60,23 @@ function installSignalHandlers(): void {
   process.once('SIGTERM', onSignal);
 }
 
-async function runAllCleanups(): Promise<void> {
-  for (const c of [...cleanups].reverse()) {
-    cleanups.delete(c);
-    try {
-      await c();
-    } catch (err) {
-      process.stderr.write(`bench: clean-up step failed: ${String(err)}\n`);
+let cleaning: Promise<void> | null = null;
+
+/** Runs every registered clean-up once, newest first; concurrent callers (a signal, a finally) share one pass. */
+function runAllCleanups(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const c of [...cleanups].reverse()) {
+      cleanups.delete(c);
+      try {
+        await c();
+      } catch (err) {
+        process.stderr.write(`bench: clean-up step failed: ${String(err)}\n`);
+      }
     }
-  }
+  })().finally(() => {
+    cleaning = null;
+  });
+  return cleaning;
 }
 
 function isAlive(pid: number): boolean {
@@ -134,6 +146,21 @@ export class BenchEnv {
     const buf = await res.arrayBuffer();
     if (res.status !== 200) throw new Error(`GET ${path} → ${res.status}: ${Buffer.from(buf).toString('utf8').slice(0, 500)}`);
     return buf.byteLength;
+  }
+
+  /**
+   * The app's own consistency check (GET /admin/v1/invariants: counters, job facts, run status recomputed from raw
+   * rows). Data written by SQL must pass it, or the figures would be about a state the app never produces.
+   */
+  async assertInvariants(when: string): Promise<void> {
+    const mismatches = await this.invariantMismatches();
+    if (mismatches.length > 0) throw new Error(`invariants after ${when}: ${mismatches.length} mismatches, first: ${mismatches.slice(0, 5).join('; ')}`);
+  }
+
+  async invariantMismatches(): Promise<string[]> {
+    const res = await this.http<{ ok: boolean; mismatches: { invariant: string; detail: string }[] }>('GET', '/admin/v1/invariants', undefined, 200);
+    const out = res.body.mismatches.map((m) => `${m.invariant}: ${m.detail}`);
+    return !res.body.ok && out.length === 0 ? ['report not ok, no mismatch listed'] : out;
   }
 
   /** Creates a project through the API (the admin becomes its project admin). */
