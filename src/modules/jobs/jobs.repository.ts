@@ -76,12 +76,17 @@ export class JobsRepository {
     return this.dataSource.getRepository(Job).findOneBy({ runId, id: jobId });
   }
 
-  /** All jobs of the given runs, in job order. */
+  /** All jobs of the given runs, in job order, without their spec (views don't show it; it is kilobytes each). */
   jobsOfRuns(runIds: string[], m: EntityManager = this.dataSource.manager): Promise<Job[]> {
     if (runIds.length === 0) return Promise.resolve([]);
+    const columns = m.connection
+      .getMetadata(Job)
+      .columns.filter((c) => c.propertyName !== 'spec')
+      .map((c) => `j.${c.propertyName}`);
     return m
       .getRepository(Job)
       .createQueryBuilder('j')
+      .select(columns)
       .where('j.run_id = ANY(:runIds)', { runIds })
       .orderBy('j.run_id')
       .addOrderBy('j.job_num')

@@ -54,8 +54,7 @@ export class JobsService {
       m,
     );
     // With no submissions asked for (n = 0) the latest one is still shown: one indexed read by id.
-    const latestById =
-      n === 0 ? new Map((await this.jobs.submissionsByIds(jobs.map((j) => j.latestSubmissionId), m)).map((s) => [s.id, s])) : undefined;
+    const latestById = n === 0 ? await this.latest.byIds(jobs.map((j) => j.latestSubmissionId), m) : undefined;
     const out = new Map<string, JobView[]>(runIds.map((id) => [id, []]));
     for (const job of jobs) {
       const subs = submissions.get(job.id) ?? [];
@@ -112,8 +111,9 @@ export class JobsService {
     const latest = new Map((await this.jobs.submissionsByIds(page.items.map((j) => j.latestSubmissionId))).map((s) => [s.id, s]));
     return {
       items: page.items.map((j) => {
-        const s = latest.get(j.latestSubmissionId) ?? null;
-        return toJobView(j, s ? [s] : [], s, cancellations.get(j.jobGroupId) ?? null);
+        const s = latest.get(j.latestSubmissionId);
+        const view = s ? toSubmissionView(s) : null;
+        return toJobView(j, view ? [view] : [], view, cancellations.get(j.jobGroupId) ?? null);
       }),
       next_cursor: page.next_cursor,
     };
@@ -121,7 +121,7 @@ export class JobsService {
 }
 
 /** A job as the API shows it: its effective status (a cancellation above it wins unless its outcome was counted). */
-export function toJobView(job: Job, submissions: JobSubmission[], latest: JobSubmission | null, cancellation: Cancellation | null): JobView {
+export function toJobView(job: Job, submissions: SubmissionView[], latest: SubmissionView | null, cancellation: Cancellation | null): JobView {
   const cancelled = cancellation !== null && !job.completionCounted;
   const outcome = cancelled ? cancelledJobOutcome(cancellation) : null;
   return {
@@ -135,8 +135,8 @@ export function toJobView(job: Job, submissions: JobSubmission[], latest: JobSub
     cancelled_job_group_id: cancelled ? cancellation.jobGroupId : null,
     submission_count: job.submissionCount,
     folded_submissions: job.foldedSubmissions,
-    latest_job_submission: latest ? toSubmissionView(latest) : null,
-    job_submissions: submissions.map(toSubmissionView),
+    latest_job_submission: latest,
+    job_submissions: submissions,
   };
 }
 

@@ -1,7 +1,31 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { rawJson } from '../../common/json/raw-json';
+import type { SubmissionStatus, SubmissionView } from './dto/job-spec';
 import { JobSubmission } from './entities/job-submission.entity';
+
+/** A submission row as the API shows it, with times formatted and jsonb passed through as text by PostgreSQL. */
+interface SubmissionRow {
+  id: string;
+  job_id: string;
+  submission_num: number;
+  status: SubmissionStatus;
+  termination_reason: string | null;
+  exit_status: number | null;
+  submitted_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  provisioning_data: string | null;
+  runtime_data: string | null;
+}
+
+const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** The columns of a SubmissionRow, read from alias `s`. */
+const VIEW_COLUMNS = `s.id, s.job_id, s.submission_num, s.status, s.termination_reason, s.exit_status,
+  ${iso('s.submitted_at')} AS submitted_at, ${iso('s.started_at')} AS started_at, ${iso('s.finished_at')} AS finished_at,
+  s.provisioning_data::text AS provisioning_data, s.runtime_data::text AS runtime_data`;
 
 /**
  * The latest-submission fetch: for each job, its N newest existing submissions, in one statement for all jobs.
@@ -12,53 +36,60 @@ import { JobSubmission } from './entities/job-submission.entity';
  * the same rows when the planner picks the index, but with skewed statistics (most jobs with one submission, a few
  * with thousands) it was measured to choose a bitmap scan plus sort that reads a deep job's whole history;
  * the walk leaves it no such choice.
+ *
+ * Rows come back as read models: times formatted and jsonb as text by PostgreSQL, so list pages carrying megabytes
+ * of provisioning/runtime data never parse and re-serialise it in Node (see RawJson).
  */
 @Injectable()
 export class LatestSubmissionsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   /** Map job id → its newest `n` submissions, ascending. `n` = null means all of them. */
-  async latestPerJob(jobIds: string[], n: number | null, m: EntityManager = this.dataSource.manager): Promise<Map<string, JobSubmission[]>> {
-    const out = new Map<string, JobSubmission[]>(jobIds.map((id) => [id, []]));
+  async latestPerJob(jobIds: string[], n: number | null, m: EntityManager = this.dataSource.manager): Promise<Map<string, SubmissionView[]>> {
+    const out = new Map<string, SubmissionView[]>(jobIds.map((id) => [id, []]));
     if (jobIds.length === 0 || n === 0) return out;
-    const rows =
+    const rows: SubmissionRow[] =
       n === null
-        ? await m
-            .getRepository(JobSubmission)
-            .createQueryBuilder('s')
-            .where('s.job_id = ANY(:jobIds)', { jobIds })
-            .orderBy('s.job_id')
-            .addOrderBy('s.submission_num')
-            .getMany()
-        : await this.walkNewest(m, jobIds, n);
-    for (const s of rows.sort((a, b) => a.submissionNum - b.submissionNum)) out.get(s.jobId)!.push(s);
+        ? await m.query(`SELECT ${VIEW_COLUMNS} FROM job_submissions s WHERE s.job_id = ANY($1::uuid[])`, [jobIds])
+        : await m.query(
+            `WITH RECURSIVE walk (job_id, num, k) AS (
+               SELECT j.id, j.latest_submission_num, 1 FROM jobs j WHERE j.id = ANY($1::uuid[])
+               UNION ALL
+               SELECT w.job_id,
+                      (SELECT max(x.submission_num) FROM job_submissions x WHERE x.job_id = w.job_id AND x.submission_num < w.num),
+                      w.k + 1
+                 FROM walk w
+                WHERE w.k < $2 AND w.num IS NOT NULL
+             )
+             -- OFFSET 0 keeps this a per-step index probe (never a hash join over the whole table).
+             SELECT ${VIEW_COLUMNS} FROM walk w
+              CROSS JOIN LATERAL (SELECT * FROM job_submissions x WHERE x.job_id = w.job_id AND x.submission_num = w.num OFFSET 0) s`,
+            [jobIds, n],
+          );
+    for (const r of rows.sort((a, b) => a.submission_num - b.submission_num)) out.get(r.job_id)!.push(toView(r));
     return out;
   }
 
-  private async walkNewest(m: EntityManager, jobIds: string[], n: number): Promise<JobSubmission[]> {
-    const rows: Record<string, unknown>[] = await m.query(
-      `WITH RECURSIVE walk (job_id, num, k) AS (
-         SELECT j.id, j.latest_submission_num, 1 FROM jobs j WHERE j.id = ANY($1::uuid[])
-         UNION ALL
-         SELECT w.job_id,
-                (SELECT max(x.submission_num) FROM job_submissions x WHERE x.job_id = w.job_id AND x.submission_num < w.num),
-                w.k + 1
-           FROM walk w
-          WHERE w.k < $2 AND w.num IS NOT NULL
-       )
-       -- OFFSET 0 keeps this a per-step index probe (never a hash join over the whole table).
-       SELECT s.* FROM walk w
-        CROSS JOIN LATERAL (SELECT * FROM job_submissions x WHERE x.job_id = w.job_id AND x.submission_num = w.num OFFSET 0) s`,
-      [jobIds, n],
-    );
-    const metadata = m.connection.getMetadata(JobSubmission);
-    return rows.map((row) => {
-      const entity: Record<string, unknown> = {};
-      for (const column of metadata.columns) {
-        const raw = row[column.databaseName];
-        entity[column.propertyName] = column.transformer && !Array.isArray(column.transformer) ? column.transformer.from(raw) : raw;
-      }
-      return m.create(JobSubmission, entity as Partial<JobSubmission>);
-    });
+  /** Submissions by id (each job's latest, when no history is asked for). */
+  async byIds(ids: string[], m: EntityManager = this.dataSource.manager): Promise<Map<string, SubmissionView>> {
+    if (ids.length === 0) return new Map();
+    const rows: SubmissionRow[] = await m.query(`SELECT ${VIEW_COLUMNS} FROM ${m.connection.getMetadata(JobSubmission).tableName} s WHERE s.id = ANY($1::uuid[])`, [ids]);
+    return new Map(rows.map((r) => [r.id, toView(r)]));
   }
+}
+
+function toView(r: SubmissionRow): SubmissionView {
+  return {
+    id: r.id,
+    submission_num: r.submission_num,
+    status: r.status,
+    termination_reason: r.termination_reason,
+    exit_status: r.exit_status,
+    submitted_at: r.submitted_at,
+    started_at: r.started_at,
+    finished_at: r.finished_at,
+    provisioning_data: rawJson(r.provisioning_data),
+    runtime_data: rawJson(r.runtime_data),
+    cost_usd: 0,
+  };
 }

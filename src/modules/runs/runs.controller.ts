@@ -1,7 +1,8 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseInterceptors } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
+import { RawJsonInterceptor } from '../../common/json/raw-json';
 import { Page, PageQueryDto } from '../../common/pagination/cursor';
 import { SubmissionView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
@@ -14,6 +15,7 @@ import { RunsService } from './runs.service';
 @ApiBearerAuth()
 @Controller('api/v1')
 @Access('user')
+@UseInterceptors(RawJsonInterceptor)
 export class RunsController {
   constructor(
     private readonly runs: RunsService,

@@ -5,6 +5,7 @@ import { Principal } from '../../common/auth/principal';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
+import { withRawJson } from '../../common/json/raw-json';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobsService } from '../jobs/jobs.service';
@@ -105,7 +106,7 @@ export class RunsService {
   async get(principal: Principal, projectName: string, runId: string, submissionsLimit?: number): Promise<RunView> {
     const { access, run } = await this.requireRun(principal, projectName, runId);
     const user = (await this.users.namesByIds([run.userId])).get(run.userId) ?? run.userId;
-    return this.view(run, access.projectName, user, submissionsLimit ?? null);
+    return withRawJson(await this.view(run, access.projectName, user, submissionsLimit ?? null));
   }
 
   /** Stop = cancel job group 0 (reason stopped_by_user or aborted_by_user). Idempotent; a finished run is left as is. */
@@ -203,7 +204,7 @@ export class RunsService {
     });
     const page = toPage(rows, q.limit, (r) => [r.submittedAt.toISOString(), r.id], (r) => r);
     const items = await this.views(page.items, q.include_jobs === false ? undefined : (q.job_submissions_limit ?? 10));
-    return { items, next_cursor: page.next_cursor };
+    return withRawJson({ items, next_cursor: page.next_cursor });
   }
 
   /** Views of many runs in a constant number of statements: names, cancellations, jobs, latest submissions. */

@@ -15,6 +15,7 @@ import {
   Min,
   ValidateNested,
 } from 'class-validator';
+import type { RawJson } from '../../../common/json/raw-json';
 import { IsEnvMap } from '../../../common/validation/validators';
 
 export const SUBMISSION_STATUSES = ['submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'] as const;
@@ -125,8 +126,8 @@ export interface SubmissionView {
   submitted_at: string;
   started_at: string | null;
   finished_at: string | null;
-  provisioning_data: Record<string, unknown> | null;
-  runtime_data: Record<string, unknown> | null;
+  provisioning_data: Record<string, unknown> | RawJson | null;
+  runtime_data: Record<string, unknown> | RawJson | null;
   cost_usd: number;
 }
 
