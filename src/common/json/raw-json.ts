@@ -12,9 +12,12 @@ export class RawJson {
   constructor(readonly text: string) {}
 
   toJSON(): unknown {
-    return JSON.parse(this.text);
+    // JSON.stringify calls this before any replacer: while splicing, skip the parse (the replacer uses the text).
+    return splicing ? null : JSON.parse(this.text);
   }
 }
+
+let splicing = false;
 
 export const rawJson = (text: string | null): RawJson | null => (text === null ? null : new RawJson(text));
 
@@ -30,12 +33,18 @@ export function withRawJson<T extends object>(body: T): T {
 export function stringifyWithRaw(value: unknown): string {
   const nonce = randomBytes(8).toString('hex');
   const raws: string[] = [];
-  const text = JSON.stringify(value, function (this: Record<string, unknown>, key, v: unknown) {
-    // toJSON has already run on `v`; the holder still has the RawJson itself.
-    const original = this[key];
-    if (original instanceof RawJson) return `\u0000${nonce}:${raws.push(original.text) - 1}`;
-    return v;
-  });
+  splicing = true;
+  let text: string;
+  try {
+    text = JSON.stringify(value, function (this: Record<string, unknown>, key, v: unknown) {
+      // toJSON has already run on `v`; the holder still has the RawJson itself.
+      const original = this[key];
+      if (original instanceof RawJson) return `\u0000${nonce}:${raws.push(original.text) - 1}`;
+      return v;
+    });
+  } finally {
+    splicing = false;
+  }
   return text.replace(new RegExp(`"\\\\u0000${nonce}:(\\d+)"`, 'g'), (_m, i: string) => raws[Number(i)]);
 }
 

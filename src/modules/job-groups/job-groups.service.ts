@@ -11,6 +11,8 @@ export interface Chain {
   runId: string;
   levels: ChainLevel[];
   cancellation: Cancellation | null;
+  /** Reason of a cancellation of group 0 itself (a stopped run), if any. */
+  stopReason: string | null;
 }
 
 export type JobOutcome = 'succeeded' | 'failed' | 'cancelled';
@@ -111,8 +113,9 @@ export class JobGroupsService {
     const levels = await this.groups.lockChain(m, runId, jobGroupId);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     // A separate statement, so it sees a cancellation committed while we waited for the locks.
-    const [cancellation = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
-    return { runId, levels, cancellation };
+    const cancellations = await this.groups.chainCancellations(runId, jobGroupId, m);
+    const stop = cancellations.find((c) => c.jobGroupId === 0);
+    return { runId, levels, cancellation: cancellations[0] ?? null, stopReason: stop?.reason ?? null };
   }
 
   /** Locks a group's chain for adding jobs to it: refused (409) when the group or an ancestor is cancelled. */
@@ -131,24 +134,31 @@ export class JobGroupsService {
   /**
    * Counts one job's final outcome in its group and every ancestor, marks groups whose subtree is now complete,
    * and applies fail-fast: each level whose failures reach its `cancel_after_n_failures` is cancelled here, in the
-   * same transaction. Returns the cancellations it made.
+   * same transaction. Returns the cancellations it made and the root's state after it all.
    */
-  async recordOutcome(m: EntityManager, chain: Chain, outcome: JobOutcome): Promise<Cancellation[]> {
+  async recordOutcome(m: EntityManager, chain: Chain, outcome: JobOutcome): Promise<{ cancellations: Cancellation[]; root: RootState }> {
     const delta = { nCompleted: 1, nSucceeded: outcome === 'succeeded' ? 1 : 0, nFailed: outcome === 'failed' ? 1 : 0, nCancelled: outcome === 'cancelled' ? 1 : 0 };
     const updated = await this.groups.addCounts(m, chain.runId, chain.levels.map((l) => l.jobGroupId), delta);
     const counts = new Map(updated.map((u) => [u.jobGroupId, u]));
     const levels = chain.levels.map((l) => ({ ...l, ...counts.get(l.jobGroupId)! }));
     await this.groups.setState(m, chain.runId, levels.filter((l) => l.nCompleted === l.nJobs).map((l) => l.jobGroupId), 'complete');
     const made: Cancellation[] = [];
-    if (outcome !== 'failed') return made;
-    for (let i = 0; i < levels.length; i++) {
-      const l = levels[i];
-      if (l.cancelAfterNFailures === null || l.nFailed < l.cancelAfterNFailures) continue;
-      const { cancellation, updated } = await this.cancelLocked(m, chain.runId, levels.slice(i), 'system', 'fail_fast');
-      made.push(cancellation);
-      for (const u of updated) Object.assign(levels.find((x) => x.jobGroupId === u.jobGroupId)!, u);
+    if (outcome === 'failed') {
+      for (let i = 0; i < levels.length; i++) {
+        const l = levels[i];
+        if (l.cancelAfterNFailures === null || l.nFailed < l.cancelAfterNFailures) continue;
+        const { cancellation, updated } = await this.cancelLocked(m, chain.runId, levels.slice(i), 'system', 'fail_fast');
+        made.push(cancellation);
+        for (const u of updated) Object.assign(levels.find((x) => x.jobGroupId === u.jobGroupId)!, u);
+      }
     }
-    return made;
+    const stop = made.find((c) => c.jobGroupId === 0);
+    return { cancellations: made, root: { counts: levels[levels.length - 1], stopReason: stop?.reason ?? chain.stopReason } };
+  }
+
+  /** The root's state as a locked chain holds it (the chain's last level is group 0, locked and current). */
+  rootOf(chain: Chain): RootState {
+    return { counts: chain.levels[chain.levels.length - 1], stopReason: chain.stopReason };
   }
 
   /**

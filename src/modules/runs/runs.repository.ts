@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { Brackets, DataSource, EntityManager } from 'typeorm';
+import { returning } from '../../infra/database/returning';
 import type { DerivedRunStatus, RunSpec } from './dto/run-status';
 import { Run } from './entities/run.entity';
 
@@ -18,6 +19,8 @@ export interface ActiveDelta {
   nRunning?: number;
   nRetrying?: number;
 }
+
+export type RunStatusFacts = Pick<Run, 'nProvisioning' | 'nRunning' | 'nRetrying' | 'status' | 'statusMessage' | 'terminationReason'>;
 
 export interface RunListFilter {
   /** undefined = every project (global admin). */
@@ -52,12 +55,16 @@ export class RunsRepository {
   }
 
   /** Applies active-count deltas and locks the run row (the last lock every run-level transition takes). */
-  async applyActiveDelta(m: EntityManager, runId: string, d: ActiveDelta): Promise<Run> {
-    await m.query(
-      `UPDATE runs SET n_provisioning = n_provisioning + $2, n_running = n_running + $3, n_retrying = n_retrying + $4 WHERE id = $1`,
+  async applyActiveDelta(m: EntityManager, runId: string, d: ActiveDelta): Promise<RunStatusFacts> {
+    const [row] = await returning<RunStatusFacts>(
+      m,
+      `UPDATE runs SET n_provisioning = n_provisioning + $2, n_running = n_running + $3, n_retrying = n_retrying + $4 WHERE id = $1
+       RETURNING n_provisioning AS "nProvisioning", n_running AS "nRunning", n_retrying AS "nRetrying",
+                 status, status_message AS "statusMessage", termination_reason AS "terminationReason"`,
       [runId, d.nProvisioning ?? 0, d.nRunning ?? 0, d.nRetrying ?? 0],
     );
-    return m.getRepository(Run).findOneByOrFail({ id: runId });
+    if (!row) throw new Error(`run ${runId} vanished`);
+    return row;
   }
 
   async setStatus(m: EntityManager, runId: string, s: DerivedRunStatus, finished: boolean): Promise<void> {

@@ -7,7 +7,7 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
 import { withRawJson } from '../../common/json/raw-json';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
-import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobGroupsService, RootState } from '../job-groups/job-groups.service';
 import { JobsService } from '../jobs/jobs.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
@@ -134,11 +134,12 @@ export class RunsService {
 
   /**
    * Applies active-count changes and re-derives the run's status. Locks the run row first and only then reads the
-   * root counters, so the last transaction to touch a run always sees every earlier commit.
+   * root counters (unless the caller holds them locked), so the last transaction to touch a run sees every commit.
    */
-  async refreshStatus(m: EntityManager, runId: string, delta: ActiveDelta = {}): Promise<void> {
+  async refreshStatus(m: EntityManager, runId: string, delta: ActiveDelta = {}, lockedRoot?: RootState): Promise<void> {
     const run = await this.runs.applyActiveDelta(m, runId, delta);
-    const root = await this.groups.rootState(m, runId);
+    // A caller holding the root's counters locked already knows them exactly; anyone else reads them now.
+    const root = lockedRoot ?? (await this.groups.rootState(m, runId));
     const derived = deriveRunStatus({ ...root.counts, nProvisioning: run.nProvisioning, nRunning: run.nRunning, nRetrying: run.nRetrying, stopReason: root.stopReason });
     if (derived.status !== run.status || derived.statusMessage !== run.statusMessage || derived.terminationReason !== run.terminationReason) {
       await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));

@@ -7,20 +7,35 @@ import { UserView, UserWithToken, toUserView } from './dto/user.dto';
 import { UsersRepository } from './users.repository';
 
 export const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
+/** Tokens cannot be revoked or re-roled yet, so a short cache changes nothing a caller could observe. */
+const TOKEN_CACHE_MS = 10_000;
+const TOKEN_CACHE_SIZE = 10_000;
 const newToken = () => `rp_${randomBytes(32).toString('base64url')}`;
 
 @Injectable()
 export class UsersService {
   private readonly logger = new Logger(UsersService.name);
+  private readonly recent = new Map<string, { principal: Principal; until: number }>();
 
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly users: UsersRepository,
   ) {}
 
+  /**
+   * The principal behind a token. Known tokens are remembered for a few seconds (workers send many requests a
+   * second); unknown ones are always looked up, so a new token works at once.
+   */
   async authenticate(token: string): Promise<Principal | null> {
-    const user = await this.users.findByTokenHash(hashToken(token));
-    return user ? { userId: user.id, name: user.name, globalRole: user.globalRole } : null;
+    const hash = hashToken(token);
+    const cached = this.recent.get(hash);
+    if (cached && cached.until > Date.now()) return cached.principal;
+    const user = await this.users.findByTokenHash(hash);
+    if (!user) return null;
+    const principal: Principal = { userId: user.id, name: user.name, globalRole: user.globalRole };
+    if (this.recent.size >= TOKEN_CACHE_SIZE) this.recent.clear();
+    this.recent.set(hash, { principal, until: Date.now() + TOKEN_CACHE_MS });
+    return principal;
   }
 
   createUser(name: string, globalRole: GlobalRole): Promise<UserWithToken> {

@@ -172,18 +172,20 @@ export class WorkerLifecycleService {
     let delta = activeDelta(s.status, -1, s.submissionNum);
     // Locking the chain serialises this report with a concurrent cancel of any group above the job.
     const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
-    const policy = await this.runs.retryPolicy(m, s.runId);
+    const retryable = !chain.cancellation && (status === 'failed' || status === 'terminated');
+    const policy = retryable ? await this.runs.retryPolicy(m, s.runId) : undefined;
     let retry: CompleteView['retry_submission'] = null;
-    if (!chain.cancellation && shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
+    let root = this.groups.rootOf(chain);
+    if (retryable && shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason } as JobSubmission);
       retry = { id: next.id, submission_num: next.submissionNum };
       delta = addDelta(delta, { nRetrying: 1 });
     } else {
       const counted = chain.cancellation === null;
-      if (counted) await this.groups.recordOutcome(m, chain, OUTCOME[status]);
+      if (counted) root = (await this.groups.recordOutcome(m, chain, OUTCOME[status])).root;
       await this.subs.finishJob(m, job, status, reason, counted);
     }
-    await this.runs.refreshStatus(m, s.runId, delta);
+    await this.runs.refreshStatus(m, s.runId, delta, root);
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
   }
 
