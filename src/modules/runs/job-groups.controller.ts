@@ -1,7 +1,8 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, UseInterceptors } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
+import { RawJsonInterceptor } from '../../common/json/raw-json';
 import { Page, PageQueryDto } from '../../common/pagination/cursor';
 import { IntParamPipe } from '../../common/validation/params';
 import { CancelJobGroupDto, CancellationView, CreateJobGroupDto, JobGroupView, ListGroupJobsQueryDto } from '../job-groups/dto/job-group.dto';
@@ -15,6 +16,7 @@ const group = new IntParamPipe('job group id');
 @ApiBearerAuth()
 @Controller('api/v1/projects/:project/runs/:runId/job-groups')
 @Access('user')
+@UseInterceptors(RawJsonInterceptor)
 export class JobGroupsController {
   constructor(private readonly groups: RunJobGroupsService) {}
 

@@ -3,6 +3,7 @@ import { Principal } from '../../common/auth/principal';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { DomainError } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
+import { withRawJson } from '../../common/json/raw-json';
 import { Page } from '../../common/pagination/cursor';
 import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView } from '../job-groups/dto/job-group.dto';
 import { JobGroupsService } from '../job-groups/job-groups.service';
@@ -54,7 +55,7 @@ export class RunJobGroupsService {
         await this.jobs.insert(m, run.id, newJobs, run.priority);
         await this.groups.addJobs(m, chain, newJobs.length);
         await this.runs.refreshStatus(m, run.id);
-        return { jobs: await this.jobs.addedViews(m, run.id, first) };
+        return withRawJson({ jobs: await this.jobs.addedViews(m, run.id, first) });
       }),
     );
   }

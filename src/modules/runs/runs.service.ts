@@ -59,7 +59,7 @@ export class RunsService {
         throw new DomainError('VALIDATION_FAILED', `jobs[${i}].group_ref names unknown ref ${j.group_ref}`, [{ field: `jobs[${i}].group_ref`, message: 'unknown ref' }]);
       }
     });
-    return this.tx.run(async (m) =>
+    const view = await this.tx.run(async (m) =>
       this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: `POST /projects/${access.projectId}/runs`, request: body }, async () => {
         const run = await this.insertRun(m, access, principal, body);
         const { ids, ancestors } = await this.groups.createTree(
@@ -79,6 +79,7 @@ export class RunsService {
         return this.view(run, access.projectName, principal.name, null, m);
       }),
     );
+    return withRawJson(view);
   }
 
   private async insertRun(m: EntityManager, access: ProjectAccess, principal: Principal, body: SubmitRunDto): Promise<Run> {
