@@ -57,9 +57,10 @@ export class JobsService {
     const latestById = n === 0 ? await this.latest.byIds(jobs.map((j) => j.latestSubmissionId), m) : undefined;
     const out = new Map<string, JobView[]>(runIds.map((id) => [id, []]));
     for (const job of jobs) {
-      const subs = submissions.get(job.id);
-      const latest = latestById ? latestById.get(job.latestSubmissionId) : subs?.newestId === job.latestSubmissionId ? subs.newest : undefined;
-      out.get(job.runId)!.push(toJobView(job, subs?.submissions ?? [], latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
+      const subs = submissions.get(job.id) ?? [];
+      const newest = subs.length > 0 ? subs[subs.length - 1] : undefined;
+      const latest = latestById ? latestById.get(job.latestSubmissionId) : newest?.id === job.latestSubmissionId ? newest : undefined;
+      out.get(job.runId)!.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
     }
     return out;
   }
@@ -73,8 +74,8 @@ export class JobsService {
       m,
     );
     return jobs.map((j) => {
-      const s = subs.get(j.id);
-      return toJobView(j, s?.submissions ?? [], s?.newest ?? null, null);
+      const s = subs.get(j.id) ?? [];
+      return toJobView(j, s, s[0] ?? null, null);
     });
   }
 
@@ -120,7 +121,7 @@ export class JobsService {
 }
 
 /** A job as the API shows it: its effective status (a cancellation above it wins unless its outcome was counted). */
-export function toJobView(job: Job, submissions: JobView['job_submissions'], latest: JobView['latest_job_submission'], cancellation: Cancellation | null): JobView {
+export function toJobView(job: Job, submissions: SubmissionView[], latest: SubmissionView | null, cancellation: Cancellation | null): JobView {
   const cancelled = cancellation !== null && !job.completionCounted;
   const outcome = cancelled ? cancelledJobOutcome(cancellation) : null;
   return {

@@ -126,8 +126,8 @@ export interface SubmissionView {
   submitted_at: string;
   started_at: string | null;
   finished_at: string | null;
-  provisioning_data: Record<string, unknown> | null;
-  runtime_data: Record<string, unknown> | null;
+  provisioning_data: Record<string, unknown> | RawJson | null;
+  runtime_data: Record<string, unknown> | RawJson | null;
   cost_usd: number;
 }
 
@@ -143,7 +143,6 @@ export interface JobView {
   cancelled_job_group_id: number | null;
   submission_count: number;
   folded_submissions: Record<string, number>;
-  /** RawJson: the same, as JSON text built by PostgreSQL (list and get pages). */
-  latest_job_submission: SubmissionView | RawJson | null;
-  job_submissions: SubmissionView[] | RawJson;
+  latest_job_submission: SubmissionView | null;
+  job_submissions: SubmissionView[];
 }
