@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AdminModule } from './modules/admin/admin.module';
+import { BillingModule } from './modules/billing/billing.module';
+import { BillingCostModule } from './modules/billing/billing-cost.module';
 import { ScheduleModule } from '@nestjs/schedule';
 import { IdempotencyModule } from './common/idempotency/idempotency.module';
 import { ConfigModule } from './config/config.module';
@@ -26,6 +28,8 @@ import { WorkersModule } from './modules/workers/workers.module';
     ProjectsModule,
     RunsModule,
     WorkersModule,
+    BillingModule,
+    BillingCostModule,
     AdminModule,
     ScheduleModule.forRoot(),
   ],

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobsService } from '../jobs/jobs.service';
 import { RunsService } from '../runs/runs.service';
@@ -18,6 +19,7 @@ export class InvariantsService {
     private readonly jobs: JobsService,
     private readonly groups: JobGroupsService,
     private readonly runs: RunsService,
+    private readonly billing: BillingService,
   ) {}
 
   async check(): Promise<InvariantsReport> {
@@ -25,10 +27,12 @@ export class InvariantsService {
     const [outcomes, active, facts] = await Promise.all([this.jobs.outcomeCounts(), this.jobs.activeCounts(), this.jobs.jobFactMismatches(MAX_REPORTED)]);
     const counters = await this.groups.counterMismatches(outcomes);
     const runs = await this.runs.runMismatches(active);
+    const usage = await this.billing.usageMismatches(MAX_REPORTED);
     const mismatches = [
       ...counters.map((detail) => ({ invariant: 'group_counters', detail })),
       ...facts.map((f) => ({ invariant: 'job_facts', detail: `job ${f.jobId}: ${f.problem}` })),
       ...runs.map((detail) => ({ invariant: 'run_status', detail })),
+      ...usage.map((detail) => ({ invariant: 'billing_usage', detail })),
     ].slice(0, MAX_REPORTED);
     return { checked_at: checkedAt, ok: mismatches.length === 0, mismatches };
   }

@@ -209,6 +209,15 @@ export class JobGroupsRepository {
     return new Map(rows.map((r) => [r.jobGroupId, r]));
   }
 
+  /** The group and all its ancestors (0 included), without locking anything: the closure rows never change. */
+  async selfAndAncestorIds(m: EntityManager, runId: string, jobGroupId: number): Promise<number[]> {
+    const rows: { id: number }[] = await m.query(
+      `SELECT ancestor_id AS id FROM job_group_self_and_ancestors WHERE run_id = $1 AND job_group_id = $2 ORDER BY level`,
+      [runId, jobGroupId],
+    );
+    return rows.map((r) => r.id);
+  }
+
   /** The group and every descendant. */
   async subtreeIds(runId: string, jobGroupId: number): Promise<number[]> {
     const rows: { id: number }[] = await this.dataSource.query(

@@ -299,6 +299,11 @@ export class JobGroupsService {
     };
   }
 
+  /** The group and all its ancestors, deepest first, unlocked (for billing, which adds usage to every level). */
+  selfAndAncestorIds(m: EntityManager, runId: string, jobGroupId: number): Promise<number[]> {
+    return this.groups.selfAndAncestorIds(m, runId, jobGroupId);
+  }
+
   subtreeIds(runId: string, jobGroupId: number): Promise<number[]> {
     return this.groups.subtreeIds(runId, jobGroupId);
   }

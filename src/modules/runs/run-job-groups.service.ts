@@ -6,6 +6,7 @@ import { IdempotencyService } from '../../common/idempotency/idempotency.service
 import { withRawJson } from '../../common/json/raw-json';
 import { Page } from '../../common/pagination/cursor';
 import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView } from '../job-groups/dto/job-group.dto';
+import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
@@ -22,6 +23,7 @@ export class RunJobGroupsService {
     private readonly groups: JobGroupsService,
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
+    private readonly billing: BillingService,
   ) {}
 
   async create(principal: Principal, project: string, runId: string, body: CreateJobGroupDto, key?: string): Promise<JobGroupView> {
@@ -36,7 +38,8 @@ export class RunJobGroupsService {
 
   /** Adds up to 10,000 jobs to a group in one transaction; refused under a cancelled group. */
   async addJobs(principal: Principal, project: string, runId: string, jobGroupId: number, body: AddJobsDto, key?: string): Promise<{ jobs: JobView[] }> {
-    const { run } = await this.runs.requireRun(principal, project, runId);
+    const { run, access } = await this.runs.requireRun(principal, project, runId);
+    await this.billing.assertWithinLimit(access.projectId, access.billingLimitUsd);
     body.jobs.forEach((j, i) => {
       if (j.group_ref !== undefined) {
         throw new DomainError('VALIDATION_FAILED', `jobs[${i}].group_ref is not allowed here: jobs go to group ${jobGroupId}`, [{ field: `jobs[${i}].group_ref`, message: 'not allowed here' }]);

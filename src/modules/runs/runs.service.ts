@@ -7,6 +7,8 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
 import { withRawJson } from '../../common/json/raw-json';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
+import { BillingService } from '../billing/billing.service';
+import { CostReport } from '../billing/dto/billing.dto';
 import { JobGroupsService, RootState } from '../job-groups/job-groups.service';
 import { JobsService } from '../jobs/jobs.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
@@ -35,6 +37,7 @@ export class RunsService {
     private readonly groups: JobGroupsService,
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
+    private readonly billing: BillingService,
   ) {}
 
   /** A run of a project the caller can see; another project's run is a 404, like a missing one. */
@@ -49,6 +52,7 @@ export class RunsService {
   /** Submits a run in one transaction: the run, its group tree, its jobs with submission 0, the counters. */
   async submit(principal: Principal, projectName: string, body: SubmitRunDto, idempotencyKey?: string): Promise<RunView> {
     const access = await this.projects.requireAccess(principal, projectName);
+    await this.billing.assertWithinLimit(access.projectId, access.billingLimitUsd);
     const total = body.jobs.reduce((n, j) => n + (j.replicas ?? 1), 0);
     if (total > MAX_JOBS_PER_REQUEST) {
       throw new DomainError('VALIDATION_FAILED', `jobs expand to ${total} jobs with replicas; at most ${MAX_JOBS_PER_REQUEST} per request`, [{ field: 'jobs', message: 'too many jobs' }]);
@@ -173,6 +177,12 @@ export class RunsService {
     return out;
   }
 
+  /** Who pays for a run's work (billing is handed these ids; it never reads runs). */
+  async ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
+    const run = (await this.runs.findRunById(runId, m))!;
+    return { projectId: run.projectId, userId: run.userId };
+  }
+
   async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
     return (await this.runs.findRunById(runId, m))?.spec.retry;
   }
@@ -219,20 +229,22 @@ export class RunsService {
       const cancellations = await this.groups.effectiveCancellations(ids);
       jobs = await this.jobs.viewsOfRuns(ids, submissionsLimit, cancellations);
     }
-    return runs.map((r) => toRunView(r, projects.get(r.projectId) ?? r.projectId, users.get(r.userId) ?? r.userId, jobs.get(r.id) ?? []));
+    const costs = await this.billing.runCosts(ids);
+    return runs.map((r) => toRunView(r, projects.get(r.projectId) ?? r.projectId, users.get(r.userId) ?? r.userId, jobs.get(r.id) ?? [], costs.get(r.id)!));
   }
 
   private async view(run: Run, project: string, user: string, submissionsLimit: number | null, m?: EntityManager): Promise<RunView> {
     const cancellations = await this.groups.effectiveCancellations([run.id], m);
     const jobs = await this.jobs.viewsOfRuns([run.id], submissionsLimit, cancellations, m);
     const fresh = m ? ((await this.runs.findRunById(run.id, m)) ?? run) : run;
-    return toRunView(fresh, project, user, jobs.get(run.id) ?? []);
+    const cost = (await this.billing.runCosts([run.id], m)).get(run.id)!;
+    return toRunView(fresh, project, user, jobs.get(run.id) ?? [], cost);
   }
 }
 
 export const isActive = (r: Run) => ACTIVE_RUN_STATUSES.includes(r.status);
 
-function toRunView(r: Run, project: string, user: string, jobs: RunView['jobs']): RunView {
+function toRunView(r: Run, project: string, user: string, jobs: RunView['jobs'], cost: CostReport): RunView {
   return {
     id: r.id,
     run_name: r.runName,
@@ -246,7 +258,7 @@ function toRunView(r: Run, project: string, user: string, jobs: RunView['jobs'])
     priority: r.priority,
     attributes: r.attributes,
     retry: r.spec.retry ?? null,
-    cost: { total_usd: 0, breakdown: [] },
+    cost: { total_usd: cost.total_usd, breakdown: cost.breakdown },
     job_group_id: 0,
     jobs,
   };

@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { Env } from '../../config/env';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
+import { BillingService } from '../billing/billing.service';
 import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
 import { JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
 import { isFinished, SubmissionStatus } from '../jobs/dto/job-spec';
@@ -46,6 +47,7 @@ export class WorkerLifecycleService {
     private readonly groups: JobGroupsService,
     private readonly runs: RunsService,
     private readonly env: Env,
+    private readonly billing: BillingService,
   ) {}
 
   /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
@@ -102,6 +104,10 @@ export class WorkerLifecycleService {
       if (s.status !== 'provisioning') throw stale(`submission ${id} is ${s.status}, not provisioning`);
       await this.subs.lockWithJob(m, id);
       await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
+      // Billing rows come after the submission and job, before group counters and the run (the lock order).
+      const owner = await this.runs.ownerOf(m, s.runId);
+      const jobGroupIds = await this.groups.selfAndAncestorIds(m, s.runId, s.jobGroupId);
+      await this.billing.startAttempt(m, { submissionId: s.id, runId: s.runId, jobId: s.jobId, ...owner, jobGroupIds, cpu: s.cpu, memoryMib: s.memoryMib, gpu: s.gpu });
       await this.runs.refreshStatus(m, s.runId, { nProvisioning: -1, nRunning: 1 });
       const fresh = (await this.subs.lockSubmission(m, id))!;
       return { status: fresh.status, lease_expires_at: fresh.leaseExpiresAt?.toISOString() ?? null };
@@ -115,6 +121,7 @@ export class WorkerLifecycleService {
       if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
       const lease = await this.subs.heartbeat(m, s, body.runtime_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       const cancellation = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
+      await this.billing.accrue(m, id);
       return { cancel_requested: cancellation !== null, lease_expires_at: new Date(lease).toISOString() };
     });
   }
@@ -134,6 +141,9 @@ export class WorkerLifecycleService {
         throw stale(`submission ${id} already finished as ${s.status} (${s.terminationReason})`);
       }
       if (job.latestSubmissionId !== s.id) throw stale(`submission ${id} is not the latest of its job`);
+      // Usage up to now, closed before the group counters and the run are locked (the lock order), so billing adds
+      // nothing to the time those hot rows are held.
+      await this.billing.closeAttempt(m, s.id);
       return this.finishLocked(m, s, job, body.status, body.termination_reason, body.exit_status ?? null);
     });
   }
@@ -145,6 +155,8 @@ export class WorkerLifecycleService {
       for (const s of lapsed) {
         const locked = await this.subs.lockWithJob(m, s.id);
         if (!locked || locked.job.latestSubmissionId !== s.id) continue;
+        // The clock stopped at the last heartbeat (each one rolled usage up to its time): close without accruing.
+        await this.billing.closeAttempt(m, s.id, true);
         await this.finishLocked(m, locked.submission, locked.job, 'failed', 'instance_unreachable', null);
       }
       return lapsed.length;

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { BillingModule } from '../billing/billing.module';
 import { JobGroupsModule } from '../job-groups/job-groups.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { RunsModule } from '../runs/runs.module';
@@ -8,7 +9,7 @@ import { WorkersController } from './workers.controller';
 
 /** The internal worker API and the background loops that keep the lifecycle moving without workers. */
 @Module({
-  imports: [JobsModule, JobGroupsModule, RunsModule],
+  imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule],
   controllers: [WorkersController],
   providers: [WorkerLifecycleService, BackgroundLoopsService],
   exports: [WorkerLifecycleService, BackgroundLoopsService],

@@ -1,0 +1,273 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { returning } from '../../infra/database/returning';
+
+export interface NewAttempt {
+  submissionId: string;
+  runId: string;
+  jobId: string;
+  projectId: string;
+  userId: string;
+  jobGroupIds: number[];
+  cpu: number;
+  memoryMib: number;
+  gpu: number;
+}
+
+export interface AttemptOwner {
+  runId: string;
+  jobId: string;
+  projectId: string;
+  userId: string;
+  jobGroupIds: number[];
+}
+
+/** One piece of an accrual: unit-seconds of one resource version on one UTC day (numeric as text: exact). */
+export interface AccrualPiece {
+  day: string;
+  resourceId: number;
+  usage: string;
+}
+
+export interface ResourceRow {
+  id: number;
+  name: string;
+  unit: string;
+  rate: string;
+  version: number;
+  validFrom: Date;
+}
+
+/** Cost of one resource name within a scope: usage in unit-hours and USD, all exact numeric rendered as text. */
+export interface CostRow {
+  key: string;
+  resource: string;
+  unit: string;
+  usage: string;
+  cost: string;
+  running: string;
+}
+
+/** Hot aggregate rows are spread over this many shards; readers sum them. */
+export const TOKENS = 16;
+
+const RESOURCE = `id, name, unit, rate_usd_per_unit_hour::text AS rate, version, valid_from AS "validFrom"`;
+const CURRENT = `SELECT DISTINCT ON (name) id, name, unit, rate_usd_per_unit_hour, version, valid_from FROM resources ORDER BY name, version DESC`;
+
+/**
+ * Cost of a scope: closed usage from `closedSql` (rows key, resource_id, usage) plus, for attempts still open in
+ * `openWhere` (alias a), quantity × (now − rolled_up_to). One statement, so both halves see the same snapshot.
+ */
+function costSql(closedSql: string, openWhere: string, openKey: string): string {
+  return `
+    WITH u AS (
+      SELECT key, resource_id, usage AS closed, 0::numeric AS running FROM (${closedSql}) c
+      UNION ALL
+      SELECT ${openKey} AS key, sr.resource_id, 0::numeric,
+             sr.quantity * EXTRACT(EPOCH FROM GREATEST(now() - a.rolled_up_to, interval '0'))
+        FROM billing_attempts a JOIN submission_resources sr ON sr.submission_id = a.submission_id
+       WHERE a.closed_at IS NULL AND ${openWhere}
+    )
+    SELECT u.key::text AS key, r.name AS resource, r.unit,
+           (SUM(u.closed + u.running) / 3600)::text AS usage,
+           (SUM((u.closed + u.running) * r.rate_usd_per_unit_hour) / 3600)::text AS cost,
+           (SUM(u.running * r.rate_usd_per_unit_hour) / 3600)::text AS running
+      FROM u JOIN resources r ON r.id = u.resource_id
+     GROUP BY u.key, r.name, r.unit
+     ORDER BY u.key, r.name`;
+}
+
+@Injectable()
+export class BillingRepository {
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+
+  currentResources(m: EntityManager = this.dataSource.manager): Promise<ResourceRow[]> {
+    return m.query(`SELECT ${RESOURCE} FROM (${CURRENT}) r ORDER BY name`);
+  }
+
+  /** A new version of a rate (the unit comes from the previous version unless given). Null when the name is new and no unit is given. */
+  async insertVersion(m: EntityManager, name: string, rate: number, unit: string | null): Promise<ResourceRow | null> {
+    const rows: ResourceRow[] = await m.query(
+      `WITH p AS (SELECT $1::varchar AS name, $2::numeric AS rate, $3::varchar AS unit)
+       INSERT INTO resources (name, unit, rate_usd_per_unit_hour, version)
+       SELECT p.name, COALESCE(p.unit, (SELECT r.unit FROM resources r WHERE r.name = p.name ORDER BY r.version DESC LIMIT 1)), p.rate,
+              COALESCE((SELECT max(r.version) FROM resources r WHERE r.name = p.name), 0) + 1
+         FROM p
+        WHERE COALESCE(p.unit, (SELECT r.unit FROM resources r WHERE r.name = p.name LIMIT 1)) IS NOT NULL
+       RETURNING ${RESOURCE}`,
+      [name, rate, unit],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** Starts billing a submission; false when it already was (a repeated `running` changes nothing). */
+  async insertAttempt(m: EntityManager, a: NewAttempt): Promise<boolean> {
+    const rows = await m.query(
+      `INSERT INTO billing_attempts (submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to)
+       VALUES ($1, $2, $3, $4, $5, $6::int[], now(), now())
+       ON CONFLICT (submission_id) DO NOTHING RETURNING submission_id`,
+      [a.submissionId, a.runId, a.jobId, a.projectId, a.userId, a.jobGroupIds],
+    );
+    if (rows.length === 0) return false;
+    // Quantities in each resource's unit: cores, GiB (exact: MiB / 1024 has 10 decimals), GPUs.
+    await m.query(
+      `INSERT INTO submission_resources (submission_id, resource_id, quantity)
+       SELECT $1, r.id, q.quantity
+         FROM (${CURRENT}) r
+         JOIN (VALUES ('cpu', $2::numeric), ('memory', $3::numeric / 1024), ('gpu', $4::numeric)) q(name, quantity) ON q.name = r.name
+        WHERE q.quantity > 0`,
+      [a.submissionId, a.cpu, a.memoryMib, a.gpu],
+    );
+    return true;
+  }
+
+  /**
+   * Rolls an open attempt up to now (`toNow`) or leaves its rollup where it is, closing it if asked. The rollup
+   * time only moves forward (GREATEST), so a repeated or late report accrues nothing. Returns the owner and the
+   * accrued usage split by UTC day and resource version; null when the attempt is unknown or already closed.
+   */
+  async rollUp(m: EntityManager, submissionId: string, toNow: boolean, close: boolean): Promise<{ owner: AttemptOwner; pieces: AccrualPiece[] } | null> {
+    const rows = await returning<AttemptOwner & { day: string | null; resourceId: number | null; usage: string | null }>(
+      m,
+      `WITH o AS (
+         SELECT submission_id, rolled_up_to AS prev FROM billing_attempts WHERE submission_id = $1 AND closed_at IS NULL FOR UPDATE
+       ), u AS (
+         UPDATE billing_attempts b
+            SET rolled_up_to = CASE WHEN $2 THEN GREATEST(o.prev, now()) ELSE o.prev END,
+                closed_at = CASE WHEN $3 THEN (CASE WHEN $2 THEN GREATEST(o.prev, now()) ELSE o.prev END) END
+           FROM o WHERE b.submission_id = o.submission_id
+         RETURNING b.submission_id, b.run_id, b.job_id, b.project_id, b.user_id, b.job_group_ids, o.prev, b.rolled_up_to AS next
+       ), days AS (
+         SELECT u.submission_id, d.day::date AS day,
+                GREATEST(u.prev, d.day AT TIME ZONE 'UTC') AS s, LEAST(u.next, (d.day + interval '1 day') AT TIME ZONE 'UTC') AS e
+           FROM u, generate_series(date_trunc('day', u.prev AT TIME ZONE 'UTC'), date_trunc('day', u.next AT TIME ZONE 'UTC'), interval '1 day') d(day)
+          WHERE u.next > u.prev
+       ), pieces AS (
+         SELECT days.submission_id, to_char(days.day, 'YYYY-MM-DD') AS day, sr.resource_id,
+                (sr.quantity * EXTRACT(EPOCH FROM (days.e - days.s)))::text AS usage
+           FROM days JOIN submission_resources sr ON sr.submission_id = days.submission_id
+          WHERE days.e > days.s
+       )
+       SELECT u.run_id AS "runId", u.job_id AS "jobId", u.project_id AS "projectId", u.user_id AS "userId", u.job_group_ids AS "jobGroupIds",
+              p.day, p.resource_id AS "resourceId", p.usage
+         FROM u LEFT JOIN pieces p ON p.submission_id = u.submission_id
+        ORDER BY p.day, p.resource_id`,
+      [submissionId, toNow, close],
+    );
+    if (rows.length === 0) return null;
+    const { runId, jobId, projectId, userId, jobGroupIds } = rows[0];
+    const pieces = rows.filter((r) => r.resourceId !== null).map((r) => ({ day: r.day!, resourceId: r.resourceId!, usage: r.usage! }));
+    return { owner: { runId, jobId, projectId, userId, jobGroupIds }, pieces };
+  }
+
+  /**
+   * Adds accrued usage to every aggregate, in one fixed order (job, groups by id, run, day rows) so concurrent
+   * accruals never deadlock. Sums happen in SQL on numeric: nothing is rounded.
+   */
+  async addUsage(m: EntityManager, o: AttemptOwner, pieces: AccrualPiece[], token: number): Promise<void> {
+    const res = pieces.map((p) => p.resourceId);
+    const usage = pieces.map((p) => p.usage);
+    const days = pieces.map((p) => p.day);
+    await m.query(
+      `INSERT INTO billing_job_usage AS x (job_id, resource_id, run_id, usage)
+       SELECT $1, d.resource_id, $2, SUM(d.usage) FROM unnest($3::int[], $4::numeric[]) d(resource_id, usage)
+        GROUP BY d.resource_id ORDER BY d.resource_id
+       ON CONFLICT (job_id, resource_id) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
+      [o.jobId, o.runId, res, usage],
+    );
+    await m.query(
+      `INSERT INTO billing_group_usage AS x (run_id, job_group_id, resource_id, token, usage)
+       SELECT $1, g.id, d.resource_id, $3, SUM(d.usage)
+         FROM unnest($2::int[]) g(id) CROSS JOIN unnest($4::int[], $5::numeric[]) d(resource_id, usage)
+        GROUP BY g.id, d.resource_id ORDER BY g.id, d.resource_id
+       ON CONFLICT (run_id, job_group_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
+      [o.runId, [...new Set(o.jobGroupIds)], token, res, usage],
+    );
+    await m.query(
+      `INSERT INTO billing_run_usage AS x (run_id, resource_id, token, usage)
+       SELECT $1, d.resource_id, $2, SUM(d.usage) FROM unnest($3::int[], $4::numeric[]) d(resource_id, usage)
+        GROUP BY d.resource_id ORDER BY d.resource_id
+       ON CONFLICT (run_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
+      [o.runId, token, res, usage],
+    );
+    await m.query(
+      `INSERT INTO billing_daily_usage AS x (project_id, user_id, day, resource_id, token, usage)
+       SELECT $1, $2, d.day::date, d.resource_id, $3, SUM(d.usage) FROM unnest($4::text[], $5::int[], $6::numeric[]) d(day, resource_id, usage)
+        GROUP BY d.day, d.resource_id ORDER BY d.day, d.resource_id
+       ON CONFLICT (project_id, user_id, day, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
+      [o.projectId, o.userId, token, days, res, usage],
+    );
+  }
+
+  /** Costs of many runs in one statement (key = run id). */
+  runCosts(runIds: string[], m: EntityManager = this.dataSource.manager): Promise<CostRow[]> {
+    if (runIds.length === 0) return Promise.resolve([]);
+    return m.query(
+      costSql(
+        `SELECT run_id AS key, resource_id, SUM(usage) AS usage FROM billing_run_usage WHERE run_id = ANY($1::uuid[]) GROUP BY run_id, resource_id`,
+        `a.run_id = ANY($1::uuid[])`,
+        'a.run_id',
+      ),
+      [runIds],
+    );
+  }
+
+  /** Cost of a group's whole subtree (its own rows hold every descendant's usage). */
+  groupCost(runId: string, jobGroupId: number): Promise<CostRow[]> {
+    return this.dataSource.query(
+      costSql(
+        `SELECT job_group_id AS key, resource_id, SUM(usage) AS usage FROM billing_group_usage WHERE run_id = $1 AND job_group_id = $2 GROUP BY job_group_id, resource_id`,
+        `a.run_id = $1 AND $2 = ANY(a.job_group_ids)`,
+        '$2::int',
+      ),
+      [runId, jobGroupId],
+    );
+  }
+
+  /** A project's accrued cost over all time, running attempts included. */
+  projectCost(projectId: string): Promise<CostRow[]> {
+    return this.dataSource.query(
+      costSql(
+        `SELECT project_id AS key, resource_id, SUM(usage) AS usage FROM billing_daily_usage WHERE project_id = $1 GROUP BY project_id, resource_id`,
+        `a.project_id = $1`,
+        'a.project_id',
+      ),
+      [projectId],
+    );
+  }
+
+  /**
+   * Recomputes usage from attempts × pinned quantities (quantity × (rolled_up_to − started_at)) and lists every
+   * aggregate row set that disagrees: per job, per group (each id of the chain), per run, per project × user.
+   */
+  async usageMismatches(limit: number): Promise<{ scope: string; expected: string; actual: string }[]> {
+    return this.dataSource.query(
+      `WITH usage AS (
+         SELECT a.*, sr.resource_id, sr.quantity * EXTRACT(EPOCH FROM (a.rolled_up_to - a.started_at)) AS usage
+           FROM billing_attempts a JOIN submission_resources sr ON sr.submission_id = a.submission_id
+       ), expected AS (
+         SELECT 'job ' || job_id || ' resource ' || resource_id AS scope, SUM(usage) AS usage FROM usage GROUP BY job_id, resource_id
+         UNION ALL
+         SELECT 'run ' || run_id || ' group ' || g || ' resource ' || resource_id, SUM(usage) FROM usage, unnest(job_group_ids) g GROUP BY run_id, g, resource_id
+         UNION ALL
+         SELECT 'run ' || run_id || ' resource ' || resource_id, SUM(usage) FROM usage GROUP BY run_id, resource_id
+         UNION ALL
+         SELECT 'project ' || project_id || ' user ' || user_id || ' resource ' || resource_id, SUM(usage) FROM usage GROUP BY project_id, user_id, resource_id
+       ), actual AS (
+         SELECT 'job ' || job_id || ' resource ' || resource_id AS scope, SUM(usage) AS usage FROM billing_job_usage GROUP BY job_id, resource_id
+         UNION ALL
+         SELECT 'run ' || run_id || ' group ' || job_group_id || ' resource ' || resource_id, SUM(usage) FROM billing_group_usage GROUP BY run_id, job_group_id, resource_id
+         UNION ALL
+         SELECT 'run ' || run_id || ' resource ' || resource_id, SUM(usage) FROM billing_run_usage GROUP BY run_id, resource_id
+         UNION ALL
+         SELECT 'project ' || project_id || ' user ' || user_id || ' resource ' || resource_id, SUM(usage) FROM billing_daily_usage GROUP BY project_id, user_id, resource_id
+       )
+       SELECT COALESCE(e.scope, a.scope) AS scope, COALESCE(e.usage, 0)::text AS expected, COALESCE(a.usage, 0)::text AS actual
+         FROM expected e FULL JOIN actual a ON a.scope = e.scope
+        WHERE COALESCE(e.usage, 0) <> COALESCE(a.usage, 0)
+        ORDER BY 1 LIMIT $1`,
+      [limit],
+    );
+  }
+}

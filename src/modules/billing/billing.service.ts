@@ -1,0 +1,116 @@
+import { Injectable } from '@nestjs/common';
+import { randomInt } from 'node:crypto';
+import { EntityManager } from 'typeorm';
+import { DomainError, validationFailed } from '../../common/errors/domain-error';
+import { TransactionRunner } from '../../infra/database/transaction.runner';
+import { CostReport, NewRateDto, ResourceView } from './dto/billing.dto';
+import { BillingRepository, CostRow, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
+
+export type { NewAttempt };
+
+/** Money and usage in responses: exact numeric in the database, rounded to 10 decimals only when turned into JSON. */
+const num = (s: string) => Number(Number(s).toFixed(10));
+
+function toCostReport(rows: CostRow[]): CostReport {
+  const breakdown = rows.map((r) => ({ resource: r.resource, usage: num(r.usage), unit: r.unit, cost_usd: num(r.cost) }));
+  const total = rows.reduce((s, r) => s + Number(r.cost), 0);
+  const running = rows.reduce((s, r) => s + Number(r.running), 0);
+  return { total_usd: num(String(total)), running_usd: num(String(running)), breakdown };
+}
+
+const toResourceView = (r: ResourceRow): ResourceView => ({
+  id: r.id,
+  name: r.name,
+  unit: r.unit,
+  rate_usd_per_unit_hour: Number(r.rate),
+  version: r.version,
+  valid_from: new Date(r.validFrom).toISOString(),
+});
+
+/**
+ * Billing: versioned rates, quantities pinned when a submission starts, usage accrued from a monotone rollup time
+ * into aggregates per job, per group (every ancestor), per run and per project × user × UTC day. Methods taking an
+ * EntityManager join the caller's lifecycle transaction; callers hand over every id billing needs.
+ */
+@Injectable()
+export class BillingService {
+  constructor(
+    private readonly tx: TransactionRunner,
+    private readonly billing: BillingRepository,
+  ) {}
+
+  async currentResources(): Promise<{ items: ResourceView[] }> {
+    return { items: (await this.billing.currentResources()).map(toResourceView) };
+  }
+
+  /** A new version of a rate; usage already pinned to older versions keeps their rates. */
+  async addRateVersion(body: NewRateDto): Promise<ResourceView> {
+    try {
+      const row = await this.tx.run((m) => this.billing.insertVersion(m, body.name, body.rate_usd_per_unit_hour, body.unit ?? null));
+      if (!row) throw validationFailed('unit', `is required for the new resource ${body.name}`);
+      return toResourceView(row);
+    } catch (err) {
+      if ((err as { driverError?: { constraint?: string } }).driverError?.constraint === 'uq_resources_name_version') {
+        throw new DomainError('CONFLICT', `a concurrent change of ${body.name}'s rate won; retry`);
+      }
+      throw err;
+    }
+  }
+
+  /** Pins the submission's quantities at the current rates and starts its clock (now). Repeats change nothing. */
+  async startAttempt(m: EntityManager, a: NewAttempt): Promise<void> {
+    await this.billing.insertAttempt(m, a);
+  }
+
+  /** Heartbeat: accrues usage up to now. */
+  async accrue(m: EntityManager, submissionId: string): Promise<void> {
+    await this.rollUp(m, submissionId, true, false);
+  }
+
+  /**
+   * The attempt ended: accrues up to now and closes it, or (a lapsed lease, `atLastRollup`) closes it where the
+   * last heartbeat left the clock. Closed attempts never accrue again.
+   */
+  async closeAttempt(m: EntityManager, submissionId: string, atLastRollup = false): Promise<void> {
+    await this.rollUp(m, submissionId, !atLastRollup, true);
+  }
+
+  private async rollUp(m: EntityManager, submissionId: string, toNow: boolean, close: boolean): Promise<void> {
+    const rolled = await this.billing.rollUp(m, submissionId, toNow, close);
+    if (!rolled || rolled.pieces.length === 0) return;
+    await this.billing.addUsage(m, rolled.owner, rolled.pieces, randomInt(TOKENS));
+  }
+
+  async runCost(runId: string): Promise<CostReport> {
+    return (await this.runCosts([runId])).get(runId)!;
+  }
+
+  /** Costs of many runs in one statement, exact now. */
+  async runCosts(runIds: string[], m?: EntityManager): Promise<Map<string, CostReport>> {
+    const rows = await this.billing.runCosts(runIds, m);
+    return new Map(runIds.map((id) => [id, toCostReport(rows.filter((r) => r.key === id))]));
+  }
+
+  async groupCost(runId: string, jobGroupId: number): Promise<CostReport> {
+    return toCostReport(await this.billing.groupCost(runId, jobGroupId));
+  }
+
+  async projectCost(projectId: string): Promise<CostReport> {
+    return toCostReport(await this.billing.projectCost(projectId));
+  }
+
+  /** 402 when the project's accrued cost (running work included) is at or over its limit. */
+  async assertWithinLimit(projectId: string, limitUsd: number | null): Promise<void> {
+    if (limitUsd === null || limitUsd === undefined) return;
+    const { total_usd } = await this.projectCost(projectId);
+    if (total_usd >= Number(limitUsd)) {
+      throw new DomainError('BILLING_LIMIT_EXCEEDED', `the project has accrued ${total_usd} USD, at or over its billing limit of ${limitUsd} USD`);
+    }
+  }
+
+  /** Usage recomputed from attempts × quantities against every aggregate. */
+  async usageMismatches(limit: number): Promise<string[]> {
+    const rows = await this.billing.usageMismatches(limit);
+    return rows.map((r) => `${r.scope}: aggregates hold ${r.actual} unit-seconds, attempts say ${r.expected}`);
+  }
+}

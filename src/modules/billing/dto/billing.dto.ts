@@ -1,0 +1,42 @@
+import { IsNumber, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+
+export class NewRateDto {
+  @IsString()
+  @Matches(/^[a-z][a-z0-9_-]{0,31}$/, { message: 'name must be 1-32 lowercase letters, digits, _ or -, starting with a letter' })
+  name!: string;
+
+  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 10 })
+  @Min(0)
+  @Max(1e9)
+  rate_usd_per_unit_hour!: number;
+
+  /** Required for a new resource; defaults to the previous version's unit. */
+  @IsOptional()
+  @IsString()
+  @Matches(/^[A-Za-z][A-Za-z0-9_-]{0,31}$/, { message: 'unit must be 1-32 letters, digits, _ or -' })
+  unit?: string;
+}
+
+export interface ResourceView {
+  id: number;
+  name: string;
+  unit: string;
+  rate_usd_per_unit_hour: number;
+  version: number;
+  valid_from: string;
+}
+
+export interface CostBreakdownItem {
+  resource: string;
+  /** Unit-hours. */
+  usage: number;
+  unit: string;
+  cost_usd: number;
+}
+
+/** Cost exact at the moment of the request: closed usage plus what running submissions have used since their last rollup. */
+export interface CostReport {
+  total_usd: number;
+  running_usd: number;
+  breakdown: CostBreakdownItem[];
+}

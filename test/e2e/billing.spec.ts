@@ -1,0 +1,290 @@
+import { DONE } from '../../bench/reference-worker';
+import type { Claimed, ReferenceWorker } from '../../bench/reference-worker';
+import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
+import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
+import { createTestApp, TestApp, TestUser } from '../support/test-app';
+import { invariants, makeWorker } from '../support/workers';
+
+interface Cost {
+  total_usd: number;
+  running_usd: number;
+  breakdown: { resource: string; usage: number; unit: string; cost_usd: number }[];
+}
+
+/** Seeded rates (migration CreateBillingTables): cpu 0.04 / core-hour, memory 0.005 / GiB-hour, gpu 1.0 / gpu-hour. */
+const CPU = 0.04;
+const MEM = 0.005;
+/** jobSpec(): 1 core and 1 GiB. */
+const PER_HOUR = CPU + MEM;
+
+describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits', () => {
+  let t: TestApp;
+  let owner: TestUser;
+  let service: TestUser;
+  let admin: TestUser;
+  let project: string;
+  let w: ReferenceWorker;
+  beforeAll(async () => {
+    t = await createTestApp({}, { ownDatabase: 'billing' });
+    owner = await t.user();
+    service = await t.user('service');
+    admin = await t.user('admin');
+    project = (await makeProject(t, owner)).name;
+    w = makeWorker(t, service, 'w-billing');
+  });
+  afterEach(async () => {
+    const report = await invariants(t, admin);
+    expect(report.mismatches).toEqual([]);
+  });
+  afterAll(() => t.close());
+
+  const runUrl = (run: RunResponse, p = project) => `/api/v1/projects/${p}/runs/${run.id}`;
+  const runCost = async (run: RunResponse, p = project) => (await t.http.get(`${runUrl(run, p)}/cost`).set(owner.auth).expect(200)).body as Cost;
+  const groupCost = async (run: RunResponse, g: number) => (await t.http.get(`${runUrl(run)}/job-groups/${g}/cost`).set(owner.auth).expect(200)).body as Cost;
+  const item = (c: Cost, resource: string) => c.breakdown.find((b) => b.resource === resource);
+  /** Claims until it has `n` submissions of this run (anything else queued is completed out of the way). */
+  const claimOf = async (run: RunResponse, n = 1): Promise<Claimed[]> => {
+    const mine: Claimed[] = [];
+    for (let i = 0; i < 50 && mine.length < n; i++) {
+      const got = await w.claim(n - mine.length);
+      for (const s of got) {
+        if (s.run_id === run.id) mine.push(s);
+        else await w.complete(s.id, DONE);
+      }
+      if (got.length === 0) break;
+    }
+    expect(mine).toHaveLength(n);
+    return mine;
+  };
+  /** Pretends the attempt started (and was last rolled up) `seconds` earlier: the next report accrues that much. */
+  const rewind = (submissionId: string, seconds: number) =>
+    t.dataSource.query(
+      `UPDATE billing_attempts SET started_at = started_at - make_interval(secs => $2), rolled_up_to = rolled_up_to - make_interval(secs => $2) WHERE submission_id = $1`,
+      [submissionId, seconds],
+    );
+  /** Exact closed usage of a run in unit-seconds per resource name, from the run aggregate (shards summed). */
+  const runUsageSeconds = async (runId: string): Promise<Record<string, string>> => {
+    const rows: { name: string; usage: string }[] = await t.dataSource.query(
+      `SELECT r.name, SUM(u.usage)::text AS usage FROM billing_run_usage u JOIN resources r ON r.id = u.resource_id WHERE u.run_id = $1 GROUP BY r.name`,
+      [runId],
+    );
+    return Object.fromEntries(rows.map((r) => [r.name, r.usage]));
+  };
+  const execute = async (s: Claimed, seconds: number) => {
+    expect((await w.running(s.id)).status).toBe(200);
+    await rewind(s.id, seconds);
+    expect((await w.heartbeat(s.id)).status).toBe(200);
+    expect((await w.complete(s.id, DONE)).status).toBe(200);
+  };
+
+  it('lists current rates; admins add a new version; others may not', async () => {
+    const res = await t.http.get('/api/v1/resources').set(owner.auth).expect(200);
+    expect(res.body.items).toEqual([
+      expect.objectContaining({ name: 'cpu', unit: 'core-hour', rate_usd_per_unit_hour: CPU, version: 1 }),
+      expect.objectContaining({ name: 'gpu', unit: 'gpu-hour', rate_usd_per_unit_hour: 1, version: 1 }),
+      expect.objectContaining({ name: 'memory', unit: 'GiB-hour', rate_usd_per_unit_hour: MEM, version: 1 }),
+    ]);
+    await t.http.post('/admin/v1/resources').set(owner.auth).send({ name: 'cpu', rate_usd_per_unit_hour: 1 }).expect(403);
+    await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'cpu', rate_usd_per_unit_hour: -1 }).expect(400);
+    const fresh = await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'disk', rate_usd_per_unit_hour: 0.0001 });
+    expect(fresh.status).toBe(400);
+    expect(fresh.body.code).toBe('VALIDATION_FAILED');
+    const disk = await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'disk', unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0001 }).expect(201);
+    expect(disk.body).toMatchObject({ name: 'disk', version: 1, unit: 'GiB-hour' });
+    const disk2 = await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'disk', rate_usd_per_unit_hour: 0.0002 }).expect(201);
+    expect(disk2.body).toMatchObject({ name: 'disk', version: 2, unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0002 });
+    const after = (await t.http.get('/api/v1/resources').set(owner.auth).expect(200)).body.items;
+    expect(after.find((r: { name: string }) => r.name === 'disk')).toMatchObject({ version: 2 });
+  });
+
+  it('bills every ancestor: a group costs what its subtree does, the root what the run does, in the run view too', async () => {
+    const run = await makeRun(t, owner, project);
+    const [a, b] = await makeGroupChain(t, owner, project, run.id, 2);
+    const [c] = await makeGroupChain(t, owner, project, run.id, 1);
+    for (const g of [a, b, c]) await t.http.post(`${runUrl(run)}/job-groups/${g}/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(201);
+    const seconds: Record<number, number> = { 0: 3600, [a]: 7200, [b]: 1800, [c]: 900 };
+    for (const s of await claimOf(run, 4)) await execute(s, seconds[s.job_group_id]);
+
+    const hours = (...gs: number[]) => gs.reduce((n, g) => n + seconds[g], 0) / 3600;
+    const [root, ga, gb, gc, whole] = await Promise.all([groupCost(run, 0), groupCost(run, a), groupCost(run, b), groupCost(run, c), runCost(run)]);
+    expect(gb.total_usd).toBeCloseTo(hours(b) * PER_HOUR, 4);
+    expect(ga.total_usd).toBeCloseTo(hours(a, b) * PER_HOUR, 4);
+    expect(gc.total_usd).toBeCloseTo(hours(c) * PER_HOUR, 4);
+    expect(root.total_usd).toBeCloseTo(hours(0, a, b, c) * PER_HOUR, 4);
+    expect(item(ga, 'cpu')!.usage).toBeCloseTo(hours(a, b), 4);
+    expect(item(ga, 'memory')).toMatchObject({ unit: 'GiB-hour' });
+    expect(item(ga, 'gpu')).toBeUndefined();
+    // Closed usage only: nothing is running any more.
+    expect(whole.running_usd).toBe(0);
+    // Exactly the same rows, not sums across levels.
+    expect(root).toEqual(whole);
+    expect(root.total_usd).toBeCloseTo(ga.total_usd + gc.total_usd + hours(0) * PER_HOUR, 4);
+
+    const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body;
+    expect(view.cost).toEqual({ total_usd: whole.total_usd, breakdown: whole.breakdown });
+    const listed = (await t.http.get(`/api/v1/projects/${project}/runs`).set(owner.auth).expect(200)).body.items.find((r: { id: string }) => r.id === run.id);
+    expect(listed.cost).toEqual(view.cost);
+    await t.http.get(`${runUrl(run)}/job-groups/99/cost`).set(owner.auth).expect(404);
+    const stranger = await t.user();
+    await t.http.get(`${runUrl(run)}/cost`).set(stranger.auth).expect(403);
+  });
+
+  it('is exact at read time: running work counts up to the request', async () => {
+    const run = await makeRun(t, owner, project);
+    const [s] = await claimOf(run);
+    await w.running(s.id);
+    await rewind(s.id, 3600);
+    const live = await runCost(run);
+    expect(live.total_usd).toBeCloseTo(PER_HOUR, 4);
+    expect(live.running_usd).toBeCloseTo(PER_HOUR, 4);
+    expect(await groupCost(run, 0)).toMatchObject({ running_usd: expect.closeTo(PER_HOUR, 4) });
+    await w.heartbeat(s.id);
+    const rolled = await runCost(run);
+    expect(rolled.total_usd).toBeCloseTo(PER_HOUR, 4);
+    expect(rolled.running_usd).toBeLessThan(0.001);
+    await w.complete(s.id, DONE);
+    expect((await runCost(run)).total_usd).toBeCloseTo(PER_HOUR, 4);
+  });
+
+  it('bills duplicate and out-of-order reports once', async () => {
+    const run = await makeRun(t, owner, project);
+    const [s] = await claimOf(run);
+    await w.running(s.id);
+    await rewind(s.id, 600);
+    expect((await w.running(s.id)).status).toBe(200); // a repeated `running` pins nothing new
+    await w.heartbeat(s.id);
+    const once = await runUsageSeconds(run.id);
+    expect(Number(once.cpu)).toBeCloseTo(600, 0);
+    await w.heartbeat(s.id);
+    expect(Number((await runUsageSeconds(run.id)).cpu) - Number(once.cpu)).toBeLessThan(1);
+
+    // A report older than what is already rolled up (the rollup is an hour ahead of the clock) accrues nothing.
+    await rewind(s.id, -3600);
+    const ahead = await runUsageSeconds(run.id);
+    await w.heartbeat(s.id);
+    expect(await runUsageSeconds(run.id)).toEqual(ahead);
+    expect((await runCost(run)).running_usd).toBe(0);
+    await rewind(s.id, 3600);
+
+    const done = await w.complete(s.id, DONE);
+    const closed = await runUsageSeconds(run.id);
+    expect(await w.complete(s.id, DONE)).toEqual(done);
+    expect((await w.heartbeat(s.id)).status).toBe(409);
+    // A late report after completion: even with the clock pushed back, nothing more accrues.
+    await rewind(s.id, 3600);
+    expect((await w.heartbeat(s.id)).status).toBe(409);
+    expect((await w.complete(s.id, DONE)).status).toBe(200);
+    await rewind(s.id, -3600);
+    expect(await runUsageSeconds(run.id)).toEqual(closed);
+    expect((await runCost(run)).running_usd).toBe(0);
+  });
+
+  it('stops the clock of a lapsed lease at its last heartbeat', async () => {
+    const run = await makeRun(t, owner, project);
+    const [s] = await claimOf(run);
+    await w.running(s.id);
+    await rewind(s.id, 300);
+    await w.heartbeat(s.id);
+    // 1000 s of silence after that heartbeat: shown as running cost while the lease holds...
+    await rewind(s.id, 1000);
+    expect((await runCost(run)).running_usd).toBeCloseTo((1000 / 3600) * PER_HOUR, 4);
+    // ...but never billed once the lease lapses.
+    await t.dataSource.query(`UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [s.id]);
+    await t.app.get(WorkerLifecycleService).expireLapsedLeases(100);
+    const cost = await runCost(run);
+    expect(cost.running_usd).toBe(0);
+    expect(item(cost, 'cpu')!.usage).toBeCloseTo(300 / 3600, 4);
+  });
+
+  it('splits per-day rows at UTC midnight; they add up to the run', async () => {
+    const own = await makeProject(t, owner);
+    const run = await makeRun(t, owner, own.name);
+    const [s] = await claimOf(run);
+    await w.running(s.id);
+    // Started 23:00 UTC yesterday: the heartbeat's accrual spans midnight.
+    await t.dataSource.query(
+      `UPDATE billing_attempts SET started_at = (date_trunc('day', now() AT TIME ZONE 'UTC') - interval '1 hour') AT TIME ZONE 'UTC', rolled_up_to = (date_trunc('day', now() AT TIME ZONE 'UTC') - interval '1 hour') AT TIME ZONE 'UTC' WHERE submission_id = $1`,
+      [s.id],
+    );
+    await w.heartbeat(s.id);
+    await w.complete(s.id, DONE);
+    const days: { day: string; name: string; usage: string }[] = await t.dataSource.query(
+      `SELECT to_char(d.day, 'YYYY-MM-DD') AS day, r.name, SUM(d.usage)::text AS usage
+         FROM billing_daily_usage d JOIN resources r ON r.id = d.resource_id
+         JOIN billing_attempts a ON a.project_id = d.project_id AND a.user_id = d.user_id AND a.submission_id = $1
+        WHERE d.day >= (now() AT TIME ZONE 'UTC')::date - 1
+        GROUP BY d.day, r.name ORDER BY d.day, r.name`,
+      [s.id],
+    );
+    const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+    // Yesterday: exactly the hour before midnight (this project has no other usage that day).
+    expect(days.filter((d) => d.day === yesterday)).toEqual([
+      { day: yesterday, name: 'cpu', usage: expect.stringMatching(/^3600(\.0*)?$/) },
+      { day: yesterday, name: 'memory', usage: expect.stringMatching(/^3600(\.0*)?$/) },
+    ]);
+    // The run's usage = its share of the day rows (exact numeric comparison in SQL).
+    const [check] = await t.dataSource.query(
+      `SELECT (SELECT SUM(usage) FROM billing_run_usage WHERE run_id = $1) = (SELECT SUM(usage) FROM billing_job_usage WHERE run_id = $1) AS same,
+              (SELECT SUM(sr.quantity * EXTRACT(EPOCH FROM (a.rolled_up_to - a.started_at))) FROM billing_attempts a JOIN submission_resources sr USING (submission_id) WHERE a.submission_id = $2)
+                = (SELECT SUM(usage) FROM billing_run_usage WHERE run_id = $1) AS exact`,
+      [run.id, s.id],
+    );
+    expect(check).toEqual({ same: true, exact: true });
+    // The project has only this run: its day rows (yesterday + today) add up to the run's usage.
+    const [sums] = await t.dataSource.query(
+      `SELECT (SELECT SUM(usage) FROM billing_daily_usage WHERE project_id = $1) = (SELECT SUM(usage) FROM billing_run_usage WHERE run_id = $2) AS same,
+              (SELECT count(DISTINCT day) FROM billing_daily_usage WHERE project_id = $1)::int AS days`,
+      [own.id, run.id],
+    );
+    expect(sums).toEqual({ same: true, days: 2 });
+    const total = (await runCost(run, own.name)).breakdown.reduce((n, b) => n + b.usage, 0);
+    expect(total).toBeCloseTo(days.reduce((n, d) => n + Number(d.usage), 0) / 3600, 6);
+  });
+
+  it('refuses new runs and jobs with 402 once a project is at its limit, running work included', async () => {
+    const capped = await makeProject(t, owner, { billing_limit_usd: 0.01 });
+    const run = await makeRun(t, owner, capped.name, { jobs: [{ spec: jobSpec() }, { spec: jobSpec() }] });
+    const [s] = await claimOf(run);
+    await w.running(s.id);
+    await rewind(s.id, 3600); // 0.045 USD so far, none of it rolled up yet
+    const refused = await t.http.post(`/api/v1/projects/${capped.name}/runs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] });
+    expect(refused.status).toBe(402);
+    expect(refused.body.code).toBe('BILLING_LIMIT_EXCEEDED');
+    const jobs = await t.http.post(`${runUrl(run, capped.name)}/job-groups/0/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] });
+    expect(jobs.status).toBe(402);
+    expect(jobs.body.code).toBe('BILLING_LIMIT_EXCEEDED');
+    await w.complete(s.id, DONE);
+    await t.http.post(`/api/v1/projects/${capped.name}/runs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(402);
+    // Raising the limit lets work in again.
+    await t.http.patch(`/api/v1/projects/${capped.name}`).set(owner.auth).send({ billing_limit_usd: 100 }).expect(200);
+    await t.http.post(`${runUrl(run, capped.name)}/job-groups/0/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(201);
+    await makeRun(t, owner, capped.name);
+  });
+
+  it('bills each attempt at the rate pinned when it started: a rate change mid-run applies to later attempts', async () => {
+    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
+    const [first] = await claimOf(run);
+    await w.running(first.id);
+    await rewind(first.id, 3600);
+    await w.heartbeat(first.id);
+    await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'cpu', rate_usd_per_unit_hour: 0.08 }).expect(201);
+    // Still running across the change: its second hour keeps the rate it started with.
+    await rewind(first.id, 3600);
+    await w.complete(first.id, DONE);
+    const before = await runCost(run);
+    expect(item(before, 'cpu')!.cost_usd).toBeCloseTo(2 * CPU, 4);
+
+    await t.http.post(`${runUrl(run)}/job-groups/0/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(201);
+    const [second] = await claimOf(run);
+    await execute(second, 3600);
+    const after = await runCost(run);
+    expect(item(after, 'cpu')).toMatchObject({ usage: expect.closeTo(3, 4), cost_usd: expect.closeTo(2 * CPU + 0.08, 4) });
+    expect(item(after, 'memory')!.cost_usd).toBeCloseTo(3 * MEM, 4);
+    expect(after.total_usd).toBeCloseTo(2 * CPU + 0.08 + 3 * MEM, 4);
+    const pinned: { version: number }[] = await t.dataSource.query(
+      `SELECT r.version FROM submission_resources sr JOIN resources r ON r.id = sr.resource_id WHERE sr.submission_id = ANY($1::uuid[]) AND r.name = 'cpu' ORDER BY r.version`,
+      [[first.id, second.id]],
+    );
+    expect(pinned.map((p) => p.version)).toEqual([1, 2]);
+  });
+});
