@@ -25,9 +25,27 @@ export interface ChainLevel extends Counts {
   jobGroupId: number;
   level: number;
   cancelAfterNFailures: number | null;
+  /** The group itself is cancelled (read from the locked, latest row version). */
+  cancelled: boolean;
 }
 
 export type CountsDelta = Partial<Counts>;
+
+/**
+ * Locks the counters of a group and all its ancestors, deepest first (root last, so the hottest row is held for
+ * the shortest time). Every writer locks in this order, so two chains never deadlock. Locked rows are returned in
+ * their latest committed version, so `cancelled` is exact even after waiting for the locks.
+ */
+const LOCK_CHAIN = `WITH locked AS (
+  SELECT sa.ancestor_id AS "jobGroupId", sa.level, g.cancel_after_n_failures AS "cancelAfterNFailures", c.cancelled,
+         c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled"
+    FROM job_group_self_and_ancestors sa
+    JOIN job_group_counters c ON c.run_id = sa.run_id AND c.job_group_id = sa.ancestor_id
+    JOIN job_groups g ON g.run_id = sa.run_id AND g.job_group_id = sa.ancestor_id
+   WHERE sa.run_id = $1 AND sa.job_group_id = $2
+   ORDER BY sa.level
+     FOR UPDATE OF c
+)`;
 
 const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled"`;
 const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy", x.reason`;
@@ -69,22 +87,41 @@ export class JobGroupsRepository {
     return m.getRepository(JobGroup).findOneBy({ runId, jobGroupId });
   }
 
-  /**
-   * Locks the counters of a group and all its ancestors, deepest first (root last, so the hottest row is held
-   * for the shortest time). Every writer locks in this order, so two chains never deadlock.
-   */
+  /** See LOCK_CHAIN. */
   async lockChain(m: EntityManager, runId: string, jobGroupId: number): Promise<ChainLevel[]> {
-    const rows: ChainLevel[] = await m.query(
-      `SELECT sa.ancestor_id AS "jobGroupId", sa.level, g.cancel_after_n_failures AS "cancelAfterNFailures", ${COUNTS}
-         FROM job_group_self_and_ancestors sa
-         JOIN job_group_counters c ON c.run_id = sa.run_id AND c.job_group_id = sa.ancestor_id
-         JOIN job_groups g ON g.run_id = sa.run_id AND g.job_group_id = sa.ancestor_id
-        WHERE sa.run_id = $1 AND sa.job_group_id = $2
-        ORDER BY sa.level
-          FOR UPDATE OF c`,
-      [runId, jobGroupId],
+    return m.query(`${LOCK_CHAIN} SELECT * FROM locked ORDER BY level`, [runId, jobGroupId]);
+  }
+
+  /**
+   * lockChain and, unless a locked level is cancelled, counting `d` into every level, in one statement (one round
+   * trip while the chain's hottest rows are held). Returns the levels as they stand afterwards and whether the
+   * delta was counted.
+   */
+  async lockChainAndCount(m: EntityManager, runId: string, jobGroupId: number, d: CountsDelta): Promise<{ levels: ChainLevel[]; counted: boolean }> {
+    const rows: (ChainLevel & { counted: boolean })[] = await m.query(
+      `${LOCK_CHAIN},
+       verdict AS (SELECT NOT coalesce(bool_or(cancelled), false) AS counted FROM locked),
+       updated AS (
+         UPDATE job_group_counters c
+            SET n_jobs = c.n_jobs + $3, n_completed = c.n_completed + $4, n_succeeded = c.n_succeeded + $5,
+                n_failed = c.n_failed + $6, n_cancelled = c.n_cancelled + $7
+           FROM locked l, verdict v
+          WHERE v.counted AND c.run_id = $1 AND c.job_group_id = l."jobGroupId"
+      RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}
+       )
+       SELECT l."jobGroupId", l.level, l."cancelAfterNFailures", l.cancelled, v.counted,
+              coalesce(u."nJobs", l."nJobs") AS "nJobs", coalesce(u."nCompleted", l."nCompleted") AS "nCompleted",
+              coalesce(u."nSucceeded", l."nSucceeded") AS "nSucceeded", coalesce(u."nFailed", l."nFailed") AS "nFailed",
+              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled"
+         FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
+        ORDER BY l.level`,
+      [runId, jobGroupId, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0],
     );
-    return rows;
+    return { levels: rows.map(({ counted: _, ...level }) => level), counted: rows[0]?.counted ?? false };
+  }
+
+  async markCancelled(m: EntityManager, runId: string, jobGroupId: number): Promise<void> {
+    await m.query(`UPDATE job_group_counters SET cancelled = true WHERE run_id = $1 AND job_group_id = $2`, [runId, jobGroupId]);
   }
 
   /** Direct cancellations of a group or any ancestor, earliest first. */
@@ -164,6 +201,15 @@ export class JobGroupsRepository {
   /** Every group's counters, for the invariants check. */
   async allCounters(): Promise<(Counts & { runId: string; jobGroupId: number })[]> {
     return this.dataSource.query(`SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c`);
+  }
+
+  /** Counter rows whose cancelled flag disagrees with job_groups_cancelled. */
+  async cancelledFlagMismatches(): Promise<{ runId: string; jobGroupId: number; flag: boolean }[]> {
+    return this.dataSource.query(
+      `SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", c.cancelled AS flag
+         FROM job_group_counters c LEFT JOIN job_groups_cancelled x ON x.run_id = c.run_id AND x.job_group_id = c.job_group_id
+        WHERE c.cancelled <> (x.run_id IS NOT NULL)`,
+    );
   }
 
   async allClosure(): Promise<{ runId: string; jobGroupId: number; ancestorId: number }[]> {

@@ -112,7 +112,12 @@ export class JobGroupsService {
   async lockChain(m: EntityManager, runId: string, jobGroupId: number): Promise<Chain> {
     const levels = await this.groups.lockChain(m, runId, jobGroupId);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
-    // A separate statement, so it sees a cancellation committed while we waited for the locks.
+    return this.withCancellations(m, runId, jobGroupId, levels);
+  }
+
+  /** The cancellation records behind a locked chain's flags (read only when a flag is set: rarely). */
+  private async withCancellations(m: EntityManager, runId: string, jobGroupId: number, levels: ChainLevel[]): Promise<Chain> {
+    if (!levels.some((l) => l.cancelled)) return { runId, levels, cancellation: null, stopReason: null };
     const cancellations = await this.groups.chainCancellations(runId, jobGroupId, m);
     const stop = cancellations.find((c) => c.jobGroupId === 0);
     return { runId, levels, cancellation: cancellations[0] ?? null, stopReason: stop?.reason ?? null };
@@ -132,15 +137,20 @@ export class JobGroupsService {
   }
 
   /**
-   * Counts one job's final outcome in its group and every ancestor, marks groups whose subtree is now complete,
-   * and applies fail-fast: each level whose failures reach its `cancel_after_n_failures` is cancelled here, in the
-   * same transaction. Returns the cancellations it made and the root's state after it all.
+   * A job's final outcome: locks its chain and counts the outcome in the same statement unless a group above it is
+   * cancelled (then the cancellation counted it already), then marks complete groups and applies fail-fast.
    */
-  async recordOutcome(m: EntityManager, chain: Chain, outcome: JobOutcome): Promise<{ cancellations: Cancellation[]; root: RootState }> {
-    const delta = { nCompleted: 1, nSucceeded: outcome === 'succeeded' ? 1 : 0, nFailed: outcome === 'failed' ? 1 : 0, nCancelled: outcome === 'cancelled' ? 1 : 0 };
-    const updated = await this.groups.addCounts(m, chain.runId, chain.levels.map((l) => l.jobGroupId), delta);
-    const counts = new Map(updated.map((u) => [u.jobGroupId, u]));
-    const levels = chain.levels.map((l) => ({ ...l, ...counts.get(l.jobGroupId)! }));
+  async countOutcome(m: EntityManager, runId: string, jobGroupId: number, outcome: JobOutcome): Promise<{ counted: boolean; root: RootState; cancellations: Cancellation[] }> {
+    const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, outcomeDelta(outcome));
+    if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
+    const chain = await this.withCancellations(m, runId, jobGroupId, levels);
+    if (!counted) return { counted, root: this.rootOf(chain), cancellations: [] };
+    const done = await this.afterCounting(m, chain, levels, outcome);
+    return { counted, ...done };
+  }
+
+  /** After an outcome was counted into `levels` (current counts): complete groups, fail-fast, the root's state. */
+  private async afterCounting(m: EntityManager, chain: Chain, levels: ChainLevel[], outcome: JobOutcome): Promise<{ cancellations: Cancellation[]; root: RootState }> {
     await this.groups.setState(m, chain.runId, levels.filter((l) => l.nCompleted === l.nJobs).map((l) => l.jobGroupId), 'complete');
     const made: Cancellation[] = [];
     if (outcome === 'failed') {
@@ -196,6 +206,7 @@ export class JobGroupsService {
   ): Promise<{ cancellation: Cancellation; updated: (Counts & { jobGroupId: number })[] }> {
     const target = levels[0];
     const cancellation = await this.groups.insertCancellation(m, runId, target.jobGroupId, by, reason);
+    await this.groups.markCancelled(m, runId, target.jobGroupId);
     const k = target.nJobs - target.nCompleted;
     if (k === 0) return { cancellation, updated: [] };
     const updated = await this.groups.addCounts(m, runId, levels.map((l) => l.jobGroupId), { nCompleted: k, nCancelled: k });
@@ -249,7 +260,9 @@ export class JobGroupsService {
       e.n_completed += d.nSucceeded + d.nFailed + cancelled;
       expected.set(key(runId, ancestorId), e);
     }
-    const out: string[] = [];
+    const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
+      (r) => `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ${r.flag ? 'has no row' : 'has one'}`,
+    );
     for (const c of await this.groups.allCounters()) {
       const shown = effectiveCounts(c, cancellations.get(c.runId)?.has(c.jobGroupId) ?? false);
       const want = expected.get(key(c.runId, c.jobGroupId)) ?? { n_jobs: 0, n_completed: 0, n_succeeded: 0, n_failed: 0, n_cancelled: 0 };
@@ -307,6 +320,10 @@ export class JobGroupsService {
   subtreeIds(runId: string, jobGroupId: number): Promise<number[]> {
     return this.groups.subtreeIds(runId, jobGroupId);
   }
+}
+
+function outcomeDelta(outcome: JobOutcome) {
+  return { nCompleted: 1, nSucceeded: outcome === 'succeeded' ? 1 : 0, nFailed: outcome === 'failed' ? 1 : 0, nCancelled: outcome === 'cancelled' ? 1 : 0 };
 }
 
 function fieldError(field: string, message: string): DomainError {

@@ -182,20 +182,28 @@ export class WorkerLifecycleService {
   private async finishLocked(m: EntityManager, s: JobSubmission, job: Job, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<CompleteView> {
     await this.subs.finish(m, s, status, reason, exitStatus);
     let delta = activeDelta(s.status, -1, s.submissionNum);
-    // Locking the chain serialises this report with a concurrent cancel of any group above the job.
-    const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
-    const retryable = !chain.cancellation && (status === 'failed' || status === 'terminated');
+    const retryable = status === 'failed' || status === 'terminated';
     const policy = retryable ? await this.runs.retryPolicy(m, s.runId) : undefined;
     let retry: CompleteView['retry_submission'] = null;
-    let root = this.groups.rootOf(chain);
+    let root;
     if (retryable && shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
-      const next = await this.subs.retry(m, job, { ...s, terminationReason: reason } as JobSubmission);
-      retry = { id: next.id, submission_num: next.submissionNum };
-      delta = addDelta(delta, { nRetrying: 1 });
+      // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
+      const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
+      root = this.groups.rootOf(chain);
+      if (chain.cancellation) {
+        await this.subs.finishJob(m, job, status, reason, false);
+      } else {
+        const next = await this.subs.retry(m, job, { ...s, terminationReason: reason } as JobSubmission);
+        retry = { id: next.id, submission_num: next.submissionNum };
+        delta = addDelta(delta, { nRetrying: 1 });
+      }
     } else {
-      const counted = chain.cancellation === null;
-      if (counted) root = (await this.groups.recordOutcome(m, chain, OUTCOME[status])).root;
-      await this.subs.finishJob(m, job, status, reason, counted);
+      // The job row is written before the hot counter rows are locked; in the rare case a cancellation already
+      // counted this job, the flag is put back.
+      await this.subs.finishJob(m, job, status, reason, true);
+      const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status]);
+      if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
+      root = result.root;
     }
     await this.runs.refreshStatus(m, s.runId, delta, root);
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };

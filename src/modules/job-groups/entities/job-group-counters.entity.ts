@@ -25,4 +25,8 @@ export class JobGroupCounters {
 
   @Column({ type: 'integer', default: 0 })
   nCancelled!: number;
+
+  /** This group itself is cancelled (the who/when/why is in job_groups_cancelled). */
+  @Column({ type: 'boolean', default: false })
+  cancelled!: boolean;
 }
