@@ -3,7 +3,7 @@ import { UsersService } from '../src/modules/users/users.service';
 import { Claimed, DONE, ERROR, ReferenceWorker } from './reference-worker';
 import { BenchEnv, fmtInt, log, printTable, QUICK, TargetResult } from './support';
 
-const WORKERS = 8;
+const WORKERS = Number(process.env.BENCH_WORKERS ?? 8); // the target is for 8
 const JOBS_PER_LEVEL = QUICK ? 100 : 800; // × 6 levels (root + depth 1..5)
 
 /**
