@@ -6,13 +6,18 @@ import { parseEnv } from './config/env';
 import { dataSourceOptions } from './infra/database/data-source-options';
 import { EmbeddedPostgres } from './infra/database/embedded-postgres';
 import { runMigrationsLocked } from './infra/database/migrations-runner';
+import { validateSync } from 'class-validator';
+import { BillingService } from './modules/billing/billing.service';
+import { NewRateDto } from './modules/billing/dto/billing.dto';
 import { UsersService } from './modules/users/users.service';
 import { serve } from './serve';
 
 const USAGE = `usage: runplane <command>
   serve                 start the HTTP server (the default)
   migrate               apply pending migrations and exit
-  create-admin [NAME]   create a global admin and print its token (NAME defaults to admin-<random>)`;
+  create-admin [NAME]   create a global admin and print its token (NAME defaults to admin-<random>)
+  set-rate NAME USD_PER_UNIT_HOUR [UNIT]
+                        add a new version of a resource's rate (UNIT required for a new resource)`;
 
 async function migrate(): Promise<void> {
   const env = parseEnv(process.env);
@@ -39,6 +44,25 @@ async function createAdmin(name: string | undefined): Promise<void> {
   }
 }
 
+async function setRate(args: string[]): Promise<void> {
+  const [name, rate, unit] = args;
+  if (!name || rate === undefined || Number.isNaN(Number(rate))) {
+    process.stderr.write(`${USAGE}\n`);
+    process.exit(2);
+  }
+  parseEnv(process.env);
+  const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error'] });
+  try {
+    const body = Object.assign(new NewRateDto(), { name, rate_usd_per_unit_hour: Number(rate), ...(unit ? { unit } : {}) });
+    const errors = validateSync(body);
+    if (errors.length > 0) throw new Error(`invalid rate: ${errors.flatMap((e) => Object.values(e.constraints ?? {})).join('; ')}`);
+    const created = await app.get(BillingService).addRateVersion(body);
+    process.stdout.write(`${created.name} v${created.version}: ${created.rate_usd_per_unit_hour} USD per ${created.unit}-hour from ${created.valid_from}\n`);
+  } finally {
+    await app.close();
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command = 'serve', ...rest] = argv;
   switch (command) {
@@ -49,6 +73,8 @@ async function main(argv: string[]): Promise<void> {
       return migrate();
     case 'create-admin':
       return createAdmin(rest[0]);
+    case 'set-rate':
+      return setRate(rest);
     case 'help':
     case '--help':
       process.stdout.write(`${USAGE}\n`);

@@ -1,5 +1,6 @@
 import { DONE } from '../../bench/reference-worker';
 import type { Claimed, ReferenceWorker } from '../../bench/reference-worker';
+import { BudgetEnforcerService } from '../../src/modules/workers/budget-enforcer.service';
 import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
 import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
@@ -286,5 +287,71 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
       [[first.id, second.id]],
     );
     expect(pinned.map((p) => p.version)).toEqual([1, 2]);
+  });
+
+  it('stops a project’s active runs with budget_exceeded once its cost reaches the limit', async () => {
+    const poor = (await makeProject(t, owner)).name;
+    const run = await makeRun(t, owner, poor, { priority: 900, job_groups: [{ ref: 'g' }], jobs: [{ spec: jobSpec() }, { group_ref: 'g', spec: jobSpec() }] });
+    const [s] = await claimOf(run, 1);
+    await w.running(s.id);
+    await rewind(s.id, 3600);
+    await w.heartbeat(s.id);
+    await t.http.patch(`/api/v1/projects/${poor}`).set(owner.auth).send({ billing_limit_usd: 0.01 }).expect(200);
+    const enforcer = t.app.get(BudgetEnforcerService);
+    let stopped = 0;
+    for (let i = 0; i < 20 && stopped === 0; i++) stopped += await enforcer.enforce(1000);
+    expect(stopped).toBe(1);
+    const view = (await t.http.get(runUrl(run, poor)).set(owner.auth).expect(200)).body;
+    expect(view).toMatchObject({ status: 'terminating', termination_reason: 'budget_exceeded' });
+    const group = (await t.http.get(`${runUrl(run, poor)}/job-groups/1`).set(owner.auth).expect(200)).body;
+    expect(group).toMatchObject({ status: 'cancelled', cancellation: { job_group_id: 0, cancelled_by: 'system', reason: 'budget_exceeded' } });
+    const queued = view.jobs.find((j: { id: string }) => j.id !== s.job_id);
+    expect(queued).toMatchObject({ status: 'terminated', termination_reason: 'budget_exceeded' });
+    expect((await w.heartbeat(s.id)).body.cancel_requested).toBe(true);
+    await w.complete(s.id, { status: 'terminated', termination_reason: 'budget_exceeded' });
+    await t.app.get(WorkerLifecycleService).sweepCancelled(100, 1000);
+    expect((await t.http.get(runUrl(run, poor)).set(owner.auth).expect(200)).body).toMatchObject({ status: 'terminated', termination_reason: 'budget_exceeded' });
+  });
+
+  it('reports usage and cost by user, day and resource; totals match the run costs', async () => {
+    const p = (await makeProject(t, owner)).name;
+    const run = await makeRun(t, owner, p, { priority: 900 });
+    const [s] = await claimOf(run, 1);
+    await execute(s, 7200);
+    const today = new Date().toISOString().slice(0, 10);
+    const url = `/api/v1/projects/${p}/billing`;
+    const byAll = (await t.http.get(url).set(owner.auth).query({ from: '2000-01-01', to: today, group_by: 'user,day,resource' }).expect(200)).body.items;
+    const cpu = byAll.find((r: { resource: string }) => r.resource === 'cpu');
+    expect(cpu).toMatchObject({ user: owner.name, unit: expect.any(String) });
+    expect(cpu.usage).toBeCloseTo(2, 2);
+    const total = (await t.http.get(url).set(owner.auth).query({ from: '2000-01-01', to: today, group_by: 'user' }).expect(200)).body.items;
+    expect(total).toHaveLength(1);
+    expect(total[0].cost_usd).toBeCloseTo((await runCost(run, p)).total_usd, 8);
+    expect(total[0].usage).toBeUndefined();
+    for (const bad of [{ from: 'yesterday', to: today }, { from: today }, { from: today, to: today, group_by: 'team' }, { from: today, to: '2000-01-01' }]) {
+      await t.http.get(url).set(owner.auth).query(bad).expect(400);
+    }
+    const outsider = await t.user();
+    await t.http.get(url).set(outsider.auth).query({ from: today, to: today }).expect(403);
+  });
+
+  it('compacts token shards without changing any total (maintenance clean-up)', async () => {
+    const run = await makeRun(t, owner, project, { priority: 900 });
+    const [s] = await claimOf(run, 1);
+    await w.running(s.id);
+    for (let i = 0; i < 6; i++) {
+      await rewind(s.id, 60);
+      await w.heartbeat(s.id);
+    }
+    await w.complete(s.id, DONE);
+    const before = await runUsageSeconds(run.id);
+    const spread = await t.dataSource.query('SELECT count(*)::int AS n FROM billing_run_usage WHERE run_id = $1', [run.id]);
+    const report = (await t.http.post('/admin/v1/maintenance/cleanup').set(admin.auth).expect(200)).body;
+    expect(report).toMatchObject({ shard_rows_compacted: expect.any(Number), lapsed_leases_expired: expect.any(Number) });
+    expect(await runUsageSeconds(run.id)).toEqual(before);
+    const after = await t.dataSource.query('SELECT count(*)::int AS n FROM billing_run_usage WHERE run_id = $1', [run.id]);
+    expect(after[0].n).toBeLessThanOrEqual(spread[0].n);
+    expect(after[0].n).toBe(Object.keys(before).length);
+    await t.http.post('/admin/v1/maintenance/cleanup').set(owner.auth).expect(403);
   });
 });

@@ -58,5 +58,9 @@ describe('the server on its embedded database', () => {
     const admin = await runCli(env, ['create-admin', 'ops']);
     expect(admin.code).toBe(0);
     expect(admin.output).toMatch(/created admin ops\ntoken: rp_\S+/);
+    const rate = await runCli(env, ['set-rate', 'cpu', '0.05']);
+    expect(rate.code).toBe(0);
+    expect(rate.output).toMatch(/^cpu v2: 0\.05 USD per \S+-hour/);
+    expect((await runCli(env, ['set-rate', 'cpu', 'free'])).code).toBe(2);
   }, 60_000);
 });

@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager, QueryFailedError } from 'typeorm';
+import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
 import { MetricsService } from '../metrics/metrics.service';
 
 /** SQLSTATEs after which the whole transaction can simply run again. */
@@ -20,10 +21,10 @@ export class TransactionRunner {
     private readonly metrics: MetricsService,
   ) {}
 
-  async run<T>(work: (m: EntityManager) => Promise<T>): Promise<T> {
+  async run<T>(work: (m: EntityManager) => Promise<T>, isolation?: IsolationLevel): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.dataSource.transaction(work);
+        return await (isolation ? this.dataSource.transaction(isolation, work) : this.dataSource.transaction(work));
       } catch (err) {
         const code = err instanceof QueryFailedError ? (err.driverError as { code?: string }).code : undefined;
         if (!code || !TRANSIENT.has(code) || attempt >= MAX_ATTEMPTS) throw err;

@@ -1,14 +1,25 @@
-import { Controller, Get } from '@nestjs/common';
+import { Controller, Get, HttpCode, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Access } from '../../common/auth/principal';
 import { InvariantsReport, InvariantsService } from './invariants.service';
+import { CleanupReport, MaintenanceService } from './maintenance.service';
 
 @ApiTags('admin')
 @ApiBearerAuth()
 @Controller('admin/v1')
 @Access('admin')
 export class AdminController {
-  constructor(private readonly invariants: InvariantsService) {}
+  constructor(
+    private readonly invariants: InvariantsService,
+    private readonly maintenance: MaintenanceService,
+  ) {}
+
+  /** Bounded clean-up passes (lapsed leases, cancelled queues, old idempotency keys, billing shards); what was done. */
+  @Post('maintenance/cleanup')
+  @HttpCode(200)
+  cleanup(): Promise<CleanupReport> {
+    return this.maintenance.cleanup();
+  }
 
   /** Recomputes counters, job facts and run status from the raw rows; lists every mismatch (empty when all hold). */
   @Get('invariants')

@@ -3,8 +3,14 @@ import { BillingModule } from '../billing/billing.module';
 import { JobGroupsModule } from '../job-groups/job-groups.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { RunsModule } from '../runs/runs.module';
+import { WorkersModule } from '../workers/workers.module';
 import { AdminController } from './admin.controller';
 import { InvariantsService } from './invariants.service';
+import { MaintenanceService } from './maintenance.service';
 
-@Module({ imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule], controllers: [AdminController], providers: [InvariantsService] })
+@Module({
+  imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule, WorkersModule],
+  controllers: [AdminController],
+  providers: [InvariantsService, MaintenanceService],
+})
 export class AdminModule {}

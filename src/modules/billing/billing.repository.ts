@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { returning } from '../../infra/database/returning';
+import type { ReportDimension } from './dto/billing.dto';
 
 export interface NewAttempt {
   submissionId: string;
@@ -51,6 +52,22 @@ export interface CostRow {
 
 /** Hot aggregate rows are spread over this many shards; readers sum them. */
 export const TOKENS = 16;
+
+/** The sharded aggregate tables and the key columns of one logical row (without the token). */
+const SHARDED = [
+  { table: 'billing_group_usage', keys: ['run_id', 'job_group_id', 'resource_id'] },
+  { table: 'billing_run_usage', keys: ['run_id', 'resource_id'] },
+  { table: 'billing_daily_usage', keys: ['project_id', 'user_id', 'day', 'resource_id'] },
+];
+
+export interface ReportRow {
+  userId?: string;
+  day?: string;
+  resource?: string;
+  unit?: string;
+  usage: string;
+  cost: string;
+}
 
 const RESOURCE = `id, name, unit, rate_usd_per_unit_hour::text AS rate, version, valid_from AS "validFrom"`;
 const CURRENT = `SELECT DISTINCT ON (name) id, name, unit, rate_usd_per_unit_hour, version, valid_from FROM resources ORDER BY name, version DESC`;
@@ -165,38 +182,38 @@ export class BillingRepository {
    * Adds accrued usage to every aggregate, in one fixed order (job, groups by id, run, day rows) so concurrent
    * accruals never deadlock. Sums happen in SQL on numeric: nothing is rounded.
    */
+  /**
+   * Adds accrued pieces to every aggregate (job; each group of the chain; run; project × user × day) in one
+   * statement: one round trip inside the lifecycle transaction. Shard `token` spreads hot rows.
+   */
   async addUsage(m: EntityManager, o: AttemptOwner, pieces: AccrualPiece[], token: number): Promise<void> {
-    const res = pieces.map((p) => p.resourceId);
-    const usage = pieces.map((p) => p.usage);
-    const days = pieces.map((p) => p.day);
     await m.query(
-      `INSERT INTO billing_job_usage AS x (job_id, resource_id, run_id, usage)
-       SELECT $1, d.resource_id, $2, SUM(d.usage) FROM unnest($3::int[], $4::numeric[]) d(resource_id, usage)
-        GROUP BY d.resource_id ORDER BY d.resource_id
-       ON CONFLICT (job_id, resource_id) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
-      [o.jobId, o.runId, res, usage],
-    );
-    await m.query(
-      `INSERT INTO billing_group_usage AS x (run_id, job_group_id, resource_id, token, usage)
-       SELECT $1, g.id, d.resource_id, $3, SUM(d.usage)
-         FROM unnest($2::int[]) g(id) CROSS JOIN unnest($4::int[], $5::numeric[]) d(resource_id, usage)
-        GROUP BY g.id, d.resource_id ORDER BY g.id, d.resource_id
-       ON CONFLICT (run_id, job_group_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
-      [o.runId, [...new Set(o.jobGroupIds)], token, res, usage],
-    );
-    await m.query(
-      `INSERT INTO billing_run_usage AS x (run_id, resource_id, token, usage)
-       SELECT $1, d.resource_id, $2, SUM(d.usage) FROM unnest($3::int[], $4::numeric[]) d(resource_id, usage)
-        GROUP BY d.resource_id ORDER BY d.resource_id
-       ON CONFLICT (run_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
-      [o.runId, token, res, usage],
-    );
-    await m.query(
-      `INSERT INTO billing_daily_usage AS x (project_id, user_id, day, resource_id, token, usage)
-       SELECT $1, $2, d.day::date, d.resource_id, $3, SUM(d.usage) FROM unnest($4::text[], $5::int[], $6::numeric[]) d(day, resource_id, usage)
-        GROUP BY d.day, d.resource_id ORDER BY d.day, d.resource_id
-       ON CONFLICT (project_id, user_id, day, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
-      [o.projectId, o.userId, token, days, res, usage],
+      `WITH d AS (SELECT * FROM unnest($1::text[], $2::int[], $3::numeric[]) AS d(day, resource_id, usage)),
+       per_resource AS (SELECT resource_id, SUM(usage) AS usage FROM d GROUP BY resource_id),
+       job AS (
+         INSERT INTO billing_job_usage AS x (job_id, resource_id, run_id, usage)
+         SELECT $4, resource_id, $5, usage FROM per_resource ORDER BY resource_id
+         ON CONFLICT (job_id, resource_id) DO UPDATE SET usage = x.usage + EXCLUDED.usage
+         RETURNING 1
+       ), grp AS (
+         INSERT INTO billing_group_usage AS x (run_id, job_group_id, resource_id, token, usage)
+         SELECT $5, g.id, p.resource_id, $6, p.usage FROM unnest($7::int[]) g(id) CROSS JOIN per_resource p
+          ORDER BY g.id, p.resource_id
+         ON CONFLICT (run_id, job_group_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
+         RETURNING 1
+       ), run AS (
+         INSERT INTO billing_run_usage AS x (run_id, resource_id, token, usage)
+         SELECT $5, resource_id, $6, usage FROM per_resource ORDER BY resource_id
+         ON CONFLICT (run_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
+         RETURNING 1
+       ), daily AS (
+         INSERT INTO billing_daily_usage AS x (project_id, user_id, day, resource_id, token, usage)
+         SELECT $8, $9, day::date, resource_id, $6, SUM(usage) FROM d GROUP BY day, resource_id ORDER BY day, resource_id
+         ON CONFLICT (project_id, user_id, day, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
+         RETURNING 1
+       )
+       SELECT (SELECT count(*) FROM job) + (SELECT count(*) FROM grp) + (SELECT count(*) FROM run) + (SELECT count(*) FROM daily) AS n`,
+      [pieces.map((p) => p.day), pieces.map((p) => p.resourceId), pieces.map((p) => p.usage), o.jobId, o.runId, token, [...new Set(o.jobGroupIds)], o.projectId, o.userId],
     );
   }
 
@@ -235,6 +252,54 @@ export class BillingRepository {
       ),
       [projectId],
     );
+  }
+
+  /**
+   * A project's closed usage per UTC day, grouped by any of user, day and resource (whitelisted column names, never
+   * caller text), summing the shards. Dates are inclusive.
+   */
+  report(projectId: string, from: string, to: string, by: ReportDimension[]): Promise<ReportRow[]> {
+    const column: Record<ReportDimension, string> = { user: 'u.user_id::text AS "userId"', day: `to_char(u.day, 'YYYY-MM-DD') AS day`, resource: 'r.name AS resource, r.unit' };
+    const groupBy: Record<ReportDimension, string> = { user: 'u.user_id', day: 'u.day', resource: 'r.name, r.unit' };
+    const select = by.map((d) => column[d]);
+    const group = by.map((d) => groupBy[d]);
+    return this.dataSource.query(
+      `SELECT ${[...select, `(SUM(u.usage) / 3600)::text AS usage`, `(SUM(u.usage * r.rate_usd_per_unit_hour) / 3600)::text AS cost`].join(', ')}
+         FROM billing_daily_usage u JOIN resources r ON r.id = u.resource_id
+        WHERE u.project_id = $1 AND u.day BETWEEN $2::date AND $3::date
+        ${group.length ? `GROUP BY ${group.join(', ')} ORDER BY ${group.join(', ')}` : ''}`,
+      [projectId, from, to],
+    );
+  }
+
+  /**
+   * Compacts token shards: for up to `limit` (scope, resource) sets spread over several tokens, folds them into
+   * token 0, checking in the same transaction that the totals did not change. Returns the rows removed.
+   */
+  async compactShards(m: EntityManager, limit: number): Promise<number> {
+    let removed = 0;
+    for (const t of SHARDED) {
+      const keys = t.keys.join(', ');
+      const before: { total: string }[] = await m.query(`SELECT coalesce(SUM(usage), 0)::text AS total FROM ${t.table}`);
+      const [row] = await m.query(
+        `WITH spread AS (
+           SELECT ${keys} FROM ${t.table} GROUP BY ${keys} HAVING count(*) > 1 ORDER BY ${keys} LIMIT $1
+         ), gone AS (
+           DELETE FROM ${t.table} x USING spread s WHERE ${t.keys.map((k) => `x.${k} = s.${k}`).join(' AND ')}
+           RETURNING x.*
+         ), folded AS (
+           INSERT INTO ${t.table} (${keys}, token, usage)
+           SELECT ${keys}, 0, SUM(usage) FROM gone GROUP BY ${keys}
+           RETURNING 1
+         )
+         SELECT (SELECT count(*) FROM gone)::int - (SELECT count(*) FROM folded)::int AS removed`,
+        [limit],
+      );
+      const after: { total: string }[] = await m.query(`SELECT coalesce(SUM(usage), 0)::text AS total FROM ${t.table}`);
+      if (before[0].total !== after[0].total) throw new Error(`shard compaction of ${t.table} changed its total: ${before[0].total} → ${after[0].total}`);
+      removed += row.removed;
+    }
+    return removed;
   }
 
   /**

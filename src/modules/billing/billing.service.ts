@@ -3,7 +3,7 @@ import { randomInt } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { DomainError, validationFailed } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
-import { CostReport, NewRateDto, ResourceView } from './dto/billing.dto';
+import { BillingReportRow, CostReport, NewRateDto, ReportDimension, ResourceView } from './dto/billing.dto';
 import { BillingRepository, CostRow, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
 
 export type { NewAttempt };
@@ -106,6 +106,28 @@ export class BillingService {
     if (total_usd >= Number(limitUsd)) {
       throw new DomainError('BILLING_LIMIT_EXCEEDED', `the project has accrued ${total_usd} USD, at or over its billing limit of ${limitUsd} USD`);
     }
+  }
+
+  /** A project's billing report between two UTC dates (inclusive), grouped by any of user, day, resource. */
+  async report(projectId: string, from: string, to: string, by: ReportDimension[]): Promise<(Omit<BillingReportRow, 'user'> & { userId?: string })[]> {
+    if (Number.isNaN(Date.parse(`${from}T00:00:00Z`))) throw validationFailed('from', 'is not a valid date');
+    if (Number.isNaN(Date.parse(`${to}T00:00:00Z`))) throw validationFailed('to', 'is not a valid date');
+    if (to < from) throw validationFailed('to', 'must not be before from');
+    const rows = await this.billing.report(projectId, from, to, by);
+    return rows.map((r) => ({
+      ...(r.userId !== undefined ? { userId: r.userId } : {}),
+      ...(r.day !== undefined ? { day: r.day } : {}),
+      ...(r.resource !== undefined ? { resource: r.resource, unit: r.unit, usage: num(r.usage) } : {}),
+      cost_usd: num(r.cost),
+    }));
+  }
+
+  /**
+   * Maintenance: folds token shards of aggregate rows into one, in a REPEATABLE READ transaction that checks the
+   * totals it saw did not change (a concurrent accrual makes it retry). Returns the rows removed.
+   */
+  compactShards(limit: number): Promise<number> {
+    return this.tx.run((m) => this.billing.compactShards(m, limit), 'REPEATABLE READ');
   }
 
   /** Usage recomputed from attempts × quantities against every aggregate. */

@@ -68,4 +68,11 @@ export class ProjectsRepository {
   findByIds(ids: string[]): Promise<Project[]> {
     return this.dataSource.getRepository(Project).createQueryBuilder('p').where('p.id = ANY(:ids)', { ids }).getMany();
   }
+
+  /** Projects with a billing limit, by id after `afterId` (budget enforcement walks them in bounded passes). */
+  withBillingLimit(afterId: string | undefined, limit: number): Promise<Project[]> {
+    const qb = this.dataSource.getRepository(Project).createQueryBuilder('p').where('p.billing_limit_usd IS NOT NULL');
+    if (afterId) qb.andWhere('p.id > :afterId', { afterId });
+    return qb.orderBy('p.id').limit(limit).getMany();
+  }
 }

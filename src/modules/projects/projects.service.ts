@@ -39,6 +39,11 @@ export class ProjectsService {
     return principal.globalRole === 'admin' ? undefined : this.projects.memberProjectIds(principal.userId);
   }
 
+  /** Projects that have a billing limit: id and limit, a bounded page after `afterId`. */
+  async withBillingLimit(afterId: string | undefined, limit: number): Promise<{ projectId: string; billingLimitUsd: number }[]> {
+    return (await this.projects.withBillingLimit(afterId, limit)).map((p) => ({ projectId: p.id, billingLimitUsd: p.billingLimitUsd! }));
+  }
+
   async namesByIds(ids: string[]): Promise<Map<string, string>> {
     if (ids.length === 0) return new Map();
     return new Map((await this.projects.findByIds([...new Set(ids)])).map((p) => [p.id, p.name]));

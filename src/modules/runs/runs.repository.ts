@@ -105,4 +105,17 @@ export class RunsRepository {
   allRuns(): Promise<Run[]> {
     return this.dataSource.getRepository(Run).find();
   }
+
+  /** Ids of a project's runs that are not finished. */
+  async activeRunIds(projectId: string, limit: number): Promise<string[]> {
+    const rows = await this.dataSource
+      .getRepository(Run)
+      .createQueryBuilder('r')
+      .select('r.id', 'id')
+      .where(`r.project_id = :projectId AND NOT r.deleted AND r.status NOT IN ('done', 'failed', 'terminated')`, { projectId })
+      .orderBy('r.submitted_at')
+      .limit(limit)
+      .getRawMany<{ id: string }>();
+    return rows.map((r) => r.id);
+  }
 }

@@ -178,6 +178,18 @@ export class RunsService {
   }
 
   /** Who pays for a run's work (billing is handed these ids; it never reads runs). */
+  /** Stops every active run of a project on the system's behalf (e.g. `budget_exceeded`); returns how many. */
+  async stopActiveRuns(projectId: string, reason: string, limit: number): Promise<number> {
+    const ids = await this.runs.activeRunIds(projectId, limit);
+    for (const id of ids) {
+      await this.tx.run(async (m) => {
+        await this.groups.stopRoot(m, id, 'system', reason);
+        await this.refreshStatus(m, id);
+      });
+    }
+    return ids.length;
+  }
+
   async ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
     const run = (await this.runs.findRunById(runId, m))!;
     return { projectId: run.projectId, userId: run.userId };

@@ -3,8 +3,10 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, QueryRunner } from 'typeorm';
 import { Env } from '../../config/env';
+import { BillingService } from '../billing/billing.service';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
 import { MetricsService } from '../../infra/metrics/metrics.service';
+import { BudgetEnforcerService } from './budget-enforcer.service';
 import { WorkerLifecycleService } from './worker-lifecycle.service';
 
 const LEADER_LOCK_KEY = 0x72706c70; // 'rplp'
@@ -29,7 +31,9 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
   readonly loops: Loop[] = [
     { name: 'lapsed_leases', everyMs: 2000, pass: () => this.lifecycle.expireLapsedLeases(200) },
     { name: 'cancelled_sweep', everyMs: 1000, pass: () => this.lifecycle.sweepCancelled(20, 1000) },
+    { name: 'budget', everyMs: 5000, pass: () => this.budget.enforce(100) },
     { name: 'cleanup', everyMs: 60_000, pass: () => this.idempotency.purgeOlderThan(24 * 3600, 1000) },
+    { name: 'billing_shards', everyMs: 300_000, pass: () => this.billing.compactShards(1000) },
   ];
 
   constructor(
@@ -37,6 +41,8 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
     private readonly scheduler: SchedulerRegistry,
     private readonly lifecycle: WorkerLifecycleService,
     private readonly idempotency: IdempotencyService,
+    private readonly budget: BudgetEnforcerService,
+    private readonly billing: BillingService,
     private readonly metrics: MetricsService,
     @InjectDataSource() private readonly dataSource: DataSource,
   ) {}

@@ -1,5 +1,8 @@
 import { IsNumber, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
 
+export const REPORT_DIMENSIONS = ['user', 'day', 'resource'] as const;
+export type ReportDimension = (typeof REPORT_DIMENSIONS)[number];
+
 export class NewRateDto {
   @IsString()
   @Matches(/^[a-z][a-z0-9_-]{0,31}$/, { message: 'name must be 1-32 lowercase letters, digits, _ or -, starting with a letter' })
@@ -39,4 +42,28 @@ export interface CostReport {
   total_usd: number;
   running_usd: number;
   breakdown: CostBreakdownItem[];
+}
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+
+export class BillingReportQueryDto {
+  @Matches(DATE, { message: 'must be a date YYYY-MM-DD' })
+  from!: string;
+
+  @Matches(DATE, { message: 'must be a date YYYY-MM-DD' })
+  to!: string;
+
+  @IsOptional()
+  @Matches(/^(user|day|resource)(,(user|day|resource))*$/, { message: 'must be a comma list of user, day, resource' })
+  group_by?: string;
+}
+
+/** One row of a billing report; the dimensions not grouped by are absent. Usage only when grouped by resource. */
+export interface BillingReportRow {
+  user?: string;
+  day?: string;
+  resource?: string;
+  unit?: string;
+  usage?: number;
+  cost_usd: number;
 }

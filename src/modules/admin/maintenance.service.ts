@@ -1,0 +1,30 @@
+import { Injectable } from '@nestjs/common';
+import { IdempotencyService } from '../../common/idempotency/idempotency.service';
+import { BillingService } from '../billing/billing.service';
+import { WorkerLifecycleService } from '../workers/worker-lifecycle.service';
+
+export interface CleanupReport {
+  lapsed_leases_expired: number;
+  queued_submissions_terminated: number;
+  idempotency_keys_removed: number;
+  shard_rows_compacted: number;
+}
+
+/** One bounded pass of every clean-up the background loops also run, on demand, reporting what it did. */
+@Injectable()
+export class MaintenanceService {
+  constructor(
+    private readonly lifecycle: WorkerLifecycleService,
+    private readonly idempotency: IdempotencyService,
+    private readonly billing: BillingService,
+  ) {}
+
+  async cleanup(): Promise<CleanupReport> {
+    return {
+      lapsed_leases_expired: await this.lifecycle.expireLapsedLeases(500),
+      queued_submissions_terminated: await this.lifecycle.sweepCancelled(50, 1000),
+      idempotency_keys_removed: await this.idempotency.purgeOlderThan(24 * 3600, 5000),
+      shard_rows_compacted: await this.billing.compactShards(1000),
+    };
+  }
+}
