@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
+import { runBilling } from './billing';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
@@ -14,6 +15,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   'runs-list': runRunsList,
   'job-groups': runJobGroups,
   lifecycle: runLifecycle,
+  billing: runBilling,
 };
 
 async function main(argv: string[]): Promise<number> {
