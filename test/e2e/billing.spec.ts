@@ -354,4 +354,26 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     expect(after[0].n).toBe(Object.keys(before).length);
     await t.http.post('/admin/v1/maintenance/cleanup').set(owner.auth).expect(403);
   });
+
+  it('shows costs in group views, and per submission in run, list, group-jobs and history responses', async () => {
+    const run = await makeRun(t, owner, project, { priority: 900, job_groups: [{ ref: 'g' }], jobs: [{ group_ref: 'g', spec: jobSpec() }] });
+    const [s] = await claimOf(run, 1);
+    await execute(s, 3600);
+    // An hour of one job; the rates are whatever earlier tests left current, so take the run's own total.
+    const expected = (await runCost(run)).total_usd;
+    expect(expected).toBeGreaterThanOrEqual(PER_HOUR * 0.99);
+    const group = (await t.http.get(`${runUrl(run)}/job-groups/1`).set(owner.auth).expect(200)).body;
+    expect(group.cost.total_usd).toBeCloseTo(expected, 4);
+    const children = (await t.http.get(`${runUrl(run)}/job-groups/0/job-groups`).set(owner.auth).expect(200)).body.items;
+    expect(children[0].cost.total_usd).toBeCloseTo(expected, 4);
+    const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body;
+    expect(view.jobs[0].job_submissions[0].cost_usd).toBeCloseTo(expected, 4);
+    expect(view.jobs[0].latest_job_submission.cost_usd).toBeCloseTo(expected, 4);
+    const listed = (await t.http.get(`/api/v1/projects/${project}/runs`).set(owner.auth).query({ limit: 100 }).expect(200)).body.items.find((r: { id: string }) => r.id === run.id);
+    expect(listed.jobs[0].job_submissions[0].cost_usd).toBeCloseTo(expected, 4);
+    const groupJobs = (await t.http.get(`${runUrl(run)}/job-groups/1/jobs`).set(owner.auth).expect(200)).body.items;
+    expect(groupJobs[0].latest_job_submission.cost_usd).toBeCloseTo(expected, 4);
+    const history = (await t.http.get(`${runUrl(run)}/jobs/${s.job_id}/submissions`).set(owner.auth).expect(200)).body.items;
+    expect(history[0].cost_usd).toBeCloseTo(expected, 4);
+  });
 });

@@ -91,6 +91,12 @@ export class BillingService {
     return new Map(runIds.map((id) => [id, toCostReport(rows.filter((r) => r.key === id))]));
   }
 
+  /** Cost so far of each submission (0 for one that never ran), in one statement. */
+  async submissionCosts(submissionIds: string[], m?: EntityManager): Promise<Map<string, number>> {
+    const rows = await this.billing.submissionCosts(submissionIds, m);
+    return new Map(rows.map((r) => [r.id, num(r.cost)]));
+  }
+
   async groupCost(runId: string, jobGroupId: number): Promise<CostReport> {
     return toCostReport(await this.billing.groupCost(runId, jobGroupId));
   }

@@ -8,7 +8,7 @@ import { IntParamPipe } from '../../common/validation/params';
 import { CancelJobGroupDto, CancellationView, CreateJobGroupDto, JobGroupView, ListGroupJobsQueryDto } from '../job-groups/dto/job-group.dto';
 import { JobView } from '../jobs/dto/job-spec';
 import { AddJobsDto } from './dto/job-group-requests.dto';
-import { RunJobGroupsService } from './run-job-groups.service';
+import { JobGroupWithCost, RunJobGroupsService } from './run-job-groups.service';
 
 const group = new IntParamPipe('job group id');
 
@@ -47,7 +47,7 @@ export class JobGroupsController {
 
   /** Counts include the whole subtree; status precedence failure > cancelled > success > running. */
   @Get(':g')
-  get(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Param('g', group) g: number): Promise<JobGroupView> {
+  get(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Param('g', group) g: number): Promise<JobGroupWithCost> {
     return this.groups.get(p, project, runId, g);
   }
 
@@ -58,7 +58,7 @@ export class JobGroupsController {
     @Param('runId') runId: string,
     @Param('g', group) g: number,
     @Query() q: PageQueryDto,
-  ): Promise<Page<JobGroupView>> {
+  ): Promise<Page<JobGroupWithCost>> {
     return this.groups.children(p, project, runId, g, q.limit, q.cursor);
   }
 

@@ -11,8 +11,11 @@ import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { AddJobsDto } from './dto/job-group-requests.dto';
+import { CostView } from './dto/run-view.dto';
 import { MAX_JOBS_PER_REQUEST } from './dto/submit-run.dto';
 import { RunsService } from './runs.service';
+
+export type JobGroupWithCost = JobGroupView & { cost: CostView };
 
 /** The job-group routes of a run: each checks the run first, then works on its tree in one transaction. */
 @Injectable()
@@ -63,14 +66,24 @@ export class RunJobGroupsService {
     );
   }
 
-  async get(principal: Principal, project: string, runId: string, jobGroupId: number): Promise<JobGroupView> {
+  /** A group with its whole subtree's counts and cost (exact now, running work included). */
+  async get(principal: Principal, project: string, runId: string, jobGroupId: number): Promise<JobGroupWithCost> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    return this.groups.get(run.id, jobGroupId);
+    return this.withCost(run.id, await this.groups.get(run.id, jobGroupId));
   }
 
-  async children(principal: Principal, project: string, runId: string, jobGroupId: number, limit: number, cursor?: string): Promise<Page<JobGroupView>> {
+  async children(principal: Principal, project: string, runId: string, jobGroupId: number, limit: number, cursor?: string): Promise<Page<JobGroupWithCost>> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    return this.groups.children(run.id, jobGroupId, limit, cursor);
+    const page = await this.groups.children(run.id, jobGroupId, limit, cursor);
+    // One cost read per child (each a few index reads on the child's own aggregate rows), at most a page of them.
+    const items: JobGroupWithCost[] = [];
+    for (const g of page.items) items.push(await this.withCost(run.id, g));
+    return { items, next_cursor: page.next_cursor };
+  }
+
+  private async withCost(runId: string, group: JobGroupView): Promise<JobGroupWithCost> {
+    const cost = await this.billing.groupCost(runId, group.job_group_id);
+    return { ...group, cost: { total_usd: cost.total_usd, breakdown: cost.breakdown } };
   }
 
   async listJobs(
@@ -85,7 +98,9 @@ export class RunJobGroupsService {
     const groupIds = q.recursive ? (jobGroupId === 0 ? undefined : await this.groups.subtreeIds(run.id, jobGroupId)) : [jobGroupId];
     const statuses = q.status ? q.status.split(',').map((s) => s.trim()).filter(Boolean) : [];
     const cancellations = (await this.groups.effectiveCancellations([run.id])).get(run.id) ?? new Map();
-    return this.jobs.listJobs(run.id, groupIds, statuses, cancellations, q.limit, q.cursor);
+    const page = await this.jobs.listJobs(run.id, groupIds, statuses, cancellations, q.limit, q.cursor);
+    await this.runs.fillSubmissionCosts(page.items);
+    return page;
   }
 
   /** Cancels a group (O(depth) writes); repeats return the first cancellation. */

@@ -67,6 +67,8 @@ export class RunsController {
     @Query() q: PageQueryDto,
   ): Promise<Page<SubmissionView>> {
     const { run } = await this.runs.requireRun(p, project, runId);
-    return this.jobs.history(run.id, jobId, q.limit, q.cursor);
+    const page = await this.jobs.history(run.id, jobId, q.limit, q.cursor);
+    await this.runs.fillCosts(page.items);
+    return page;
   }
 }

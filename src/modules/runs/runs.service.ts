@@ -10,6 +10,7 @@ import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
 import { JobGroupsService, RootState } from '../job-groups/job-groups.service';
+import { JobView, SubmissionView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
@@ -240,14 +241,32 @@ export class RunsService {
     if (submissionsLimit !== undefined) {
       const cancellations = await this.groups.effectiveCancellations(ids);
       jobs = await this.jobs.viewsOfRuns(ids, submissionsLimit, cancellations);
+      await this.fillSubmissionCosts([...jobs.values()].flat());
     }
     const costs = await this.billing.runCosts(ids);
     return runs.map((r) => toRunView(r, projects.get(r.projectId) ?? r.projectId, users.get(r.userId) ?? r.userId, jobs.get(r.id) ?? [], costs.get(r.id)!));
   }
 
+  /** Each shown submission's cost so far, in one statement for the whole page. */
+  async fillSubmissionCosts(jobs: JobView[], m?: EntityManager): Promise<void> {
+    const shown: SubmissionView[] = [];
+    for (const j of jobs) {
+      shown.push(...j.job_submissions);
+      if (j.latest_job_submission) shown.push(j.latest_job_submission);
+    }
+    await this.fillCosts(shown, m);
+  }
+
+  async fillCosts(submissions: SubmissionView[], m?: EntityManager): Promise<void> {
+    if (submissions.length === 0) return;
+    const costs = await this.billing.submissionCosts([...new Set(submissions.map((s) => s.id))], m);
+    for (const s of submissions) s.cost_usd = costs.get(s.id) ?? 0;
+  }
+
   private async view(run: Run, project: string, user: string, submissionsLimit: number | null, m?: EntityManager): Promise<RunView> {
     const cancellations = await this.groups.effectiveCancellations([run.id], m);
     const jobs = await this.jobs.viewsOfRuns([run.id], submissionsLimit, cancellations, m);
+    await this.fillSubmissionCosts(jobs.get(run.id) ?? [], m);
     const fresh = m ? ((await this.runs.findRunById(run.id, m)) ?? run) : run;
     const cost = (await this.billing.runCosts([run.id], m)).get(run.id)!;
     return toRunView(fresh, project, user, jobs.get(run.id) ?? [], cost);
