@@ -1,10 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
-import { returning } from '../../infra/database/returning';
+import { EntityManager } from 'typeorm';
 import { DomainError } from '../errors/domain-error';
-import { IdempotencyKeyRecord } from './idempotency-key.entity';
+import { IdempotencyRepository } from './idempotency.repository';
 
 export interface IdempotentRequest {
   userId: string;
@@ -31,40 +29,25 @@ function canonical(value: unknown): string {
  */
 @Injectable()
 export class IdempotencyService {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
+  constructor(private readonly keys: IdempotencyRepository) {}
 
   /** Clean-up: forgets keys older than `seconds`, at most `limit` per call. Returns how many. */
-  async purgeOlderThan(seconds: number, limit: number): Promise<number> {
-    const rows = await returning(
-      this.dataSource.manager,
-      `DELETE FROM idempotency_keys WHERE ctid IN (
-         SELECT ctid FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1) LIMIT $2)
-       RETURNING 1`,
-      [seconds, limit],
-    );
-    return rows.length;
+  purgeOlderThan(seconds: number, limit: number): Promise<number> {
+    return this.keys.purgeOlderThan(seconds, limit);
   }
 
   async once<T>(m: EntityManager, req: IdempotentRequest, work: () => Promise<T>): Promise<T> {
     if (!req.key) return work();
     const hash = createHash('sha256').update(`${req.scope}\n${canonical(req.request)}`).digest('hex');
-    const inserted = await m
-      .createQueryBuilder()
-      .insert()
-      .into(IdempotencyKeyRecord)
-      .values({ userId: req.userId, key: req.key, scope: req.scope, requestHash: hash })
-      .orIgnore()
-      .returning(['key'])
-      .execute();
-    if (inserted.raw.length === 0) {
-      const existing = await m.getRepository(IdempotencyKeyRecord).findOneByOrFail({ userId: req.userId, key: req.key });
+    if (!(await this.keys.claim(m, req.userId, req.key, req.scope, hash))) {
+      const existing = await this.keys.find(m, req.userId, req.key);
       if (existing.requestHash !== hash) {
         throw new DomainError('IDEMPOTENCY_KEY_REUSED', 'Idempotency-Key was already used with a different request');
       }
       return existing.responseBody as T;
     }
     const response = await work();
-    await m.getRepository(IdempotencyKeyRecord).update({ userId: req.userId, key: req.key }, { responseStatus: 201, responseBody: response as object });
+    await this.keys.storeResponse(m, req.userId, req.key, 201, response);
     return response;
   }
 }
