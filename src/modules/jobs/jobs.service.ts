@@ -48,16 +48,15 @@ export class JobsService {
    */
   async viewsOfRuns(runIds: string[], n: number | null, cancellations: Map<string, GroupCancellations>, m?: EntityManager): Promise<Map<string, JobView[]>> {
     const jobs = await this.jobs.jobsOfRuns(runIds, m);
-    const submissions = await this.latest.latestPerJob(
-      jobs.map((j) => j.id),
-      n,
-      m,
-    );
-    // With no submissions asked for (n = 0) the latest one is still shown: one indexed read by id.
-    const latestById = n === 0 ? await this.latest.byIds(jobs.map((j) => j.latestSubmissionId), m) : undefined;
+    // The newest submission is the one the job row points at: for n = 0 (shown as latest only) and n = 1 it is read
+    // by primary key; deeper pages walk the history index.
+    const byPointer = n === 0 || n === 1;
+    const latestById = byPointer ? await this.latest.byIds(jobs.map((j) => j.latestSubmissionId), m) : undefined;
+    const submissions = byPointer ? undefined : await this.latest.latestPerJob(jobs.map((j) => j.id), n, m);
     const out = new Map<string, JobView[]>(runIds.map((id) => [id, []]));
     for (const job of jobs) {
-      const subs = submissions.get(job.id) ?? [];
+      const pointed = latestById?.get(job.latestSubmissionId);
+      const subs = submissions ? (submissions.get(job.id) ?? []) : n === 1 && pointed ? [pointed] : [];
       const newest = subs.length > 0 ? subs[subs.length - 1] : undefined;
       const latest = latestById ? latestById.get(job.latestSubmissionId) : newest?.id === job.latestSubmissionId ? newest : undefined;
       out.get(job.runId)!.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));

@@ -258,9 +258,11 @@ export class RunsService {
   }
 
   async fillCosts(submissions: SubmissionView[], m?: EntityManager): Promise<void> {
-    if (submissions.length === 0) return;
-    const costs = await this.billing.submissionCosts([...new Set(submissions.map((s) => s.id))], m);
-    for (const s of submissions) s.cost_usd = costs.get(s.id) ?? 0;
+    // Only submissions that started running are billed at all.
+    const started = submissions.filter((s) => s.started_at !== null);
+    if (started.length === 0) return;
+    const costs = await this.billing.submissionCosts([...new Set(started.map((s) => s.id))], m);
+    for (const s of started) s.cost_usd = costs.get(s.id) ?? 0;
   }
 
   private async view(run: Run, project: string, user: string, submissionsLimit: number | null, m?: EntityManager): Promise<RunView> {
