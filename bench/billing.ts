@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { UsersService } from '../src/modules/users/users.service';
-import { Claimed, DONE, ERROR, Post, ReferenceWorker } from './reference-worker';
+import { Claimed, DONE, ERROR, Post, ReferenceWorker, timedReports } from './reference-worker';
 import { BenchEnv, fmtInt, fmtMs, fmtRatio, log, measureSideBySide, printTable, QUICK, TargetResult, verdict } from './support';
 
 /**
@@ -206,29 +206,8 @@ async function throughput(env: BenchEnv, project: string, token: string): Promis
   log(`   (b) ${fmtInt(total)} jobs in one run over a depth-${DEPTH} chain, ${fmtInt(claimed)} claimed and running on ${WORKERS} workers`);
 
   // Heartbeats (each accrues into job, 1-6 group rows, run and day rows), timed separately, informational.
-  const hbStatuses = new Map<number, number>();
-  const hbStart = performance.now();
-  await Promise.all(
-    workers.map(async (w, i) => {
-      for (const s of held[i]) {
-        const res = await w.heartbeat(s.id);
-        hbStatuses.set(res.status, (hbStatuses.get(res.status) ?? 0) + 1);
-      }
-    }),
-  );
-  const hbSeconds = (performance.now() - hbStart) / 1000;
-
-  const statuses = new Map<number, number>();
-  const started = performance.now();
-  await Promise.all(
-    workers.map(async (w, i) => {
-      for (const [k, s] of held[i].entries()) {
-        const res = await w.complete(s.id, k % 10 === 9 ? ERROR : DONE);
-        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
+  const { seconds: hbSeconds, statuses: hbStatuses } = await timedReports(workers, held, (w, s) => w.heartbeat(s.id));
+  const { seconds, statuses } = await timedReports(workers, held, (w, s, k) => w.complete(s.id, k % 10 === 9 ? ERROR : DONE));
   const perSecond = claimed / seconds;
   const hbPerSecond = claimed / hbSeconds;
   const errors = [...statuses, ...hbStatuses].filter(([s]) => s !== 200).reduce((n, [, c]) => n + c, 0);

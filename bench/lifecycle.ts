@@ -1,6 +1,5 @@
-import { performance } from 'node:perf_hooks';
 import { UsersService } from '../src/modules/users/users.service';
-import { Claimed, DONE, ERROR, ReferenceWorker } from './reference-worker';
+import { Claimed, DONE, ERROR, ReferenceWorker, timedReports } from './reference-worker';
 import { BenchEnv, fmtInt, log, printTable, QUICK, TargetResult } from './support';
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 8); // the target is for 8
@@ -48,17 +47,7 @@ export async function runLifecycle(env: BenchEnv): Promise<TargetResult[]> {
   const claimed = held.reduce((n, h) => n + h.length, 0);
   log(`lifecycle: ${fmtInt(total)} jobs in one run over a depth-5 chain, ${fmtInt(claimed)} claimed by ${WORKERS} workers`);
 
-  const statuses = new Map<number, number>();
-  const started = performance.now();
-  await Promise.all(
-    workers.map(async (w, i) => {
-      for (const [k, s] of held[i].entries()) {
-        const res = await w.complete(s.id, k % 10 === 9 ? ERROR : DONE);
-        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
+  const { seconds, statuses } = await timedReports(workers, held, (w, s, k) => w.complete(s.id, k % 10 === 9 ? ERROR : DONE));
   const perSecond = claimed / seconds;
   const errors = [...statuses].filter(([s]) => s !== 200).reduce((n, [, c]) => n + c, 0);
   const metrics = await (await fetch(`${env.baseUrl}/metrics`)).text();

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 /**
  * A reference worker: drives runplane's internal API over HTTP exactly like a real worker would (claim, running,
  * heartbeats, complete). Used by the tests and the benchmarks; `post` is any HTTP client (fetch, supertest).
@@ -61,4 +62,26 @@ export class ReferenceWorker {
     }
     return { ...(await this.complete(s.id, outcome)), cancelled: false };
   }
+}
+
+/**
+ * One timed phase of a benchmark: every worker sends `report` for each submission it holds, all workers at once.
+ * Returns the wall time and the answers counted by HTTP status.
+ */
+export async function timedReports(
+  workers: ReferenceWorker[],
+  held: Claimed[][],
+  report: (w: ReferenceWorker, s: Claimed, k: number) => Promise<{ status: number }>,
+): Promise<{ seconds: number; statuses: Map<number, number> }> {
+  const statuses = new Map<number, number>();
+  const started = performance.now();
+  await Promise.all(
+    workers.map(async (w, i) => {
+      for (const [k, s] of held[i].entries()) {
+        const res = await report(w, s, k);
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      }
+    }),
+  );
+  return { seconds: (performance.now() - started) / 1000, statuses };
 }

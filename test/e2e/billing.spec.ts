@@ -4,7 +4,7 @@ import { BudgetEnforcerService } from '../../src/modules/workers/budget-enforcer
 import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
 import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
-import { invariants, makeWorker } from '../support/workers';
+import { claimFor, invariants, makeWorker } from '../support/workers';
 
 interface Cost {
   total_usd: number;
@@ -43,17 +43,8 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
   const runCost = async (run: RunResponse, p = project) => (await t.http.get(`${runUrl(run, p)}/cost`).set(owner.auth).expect(200)).body as Cost;
   const groupCost = async (run: RunResponse, g: number) => (await t.http.get(`${runUrl(run)}/job-groups/${g}/cost`).set(owner.auth).expect(200)).body as Cost;
   const item = (c: Cost, resource: string) => c.breakdown.find((b) => b.resource === resource);
-  /** Claims until it has `n` submissions of this run (anything else queued is completed out of the way). */
   const claimOf = async (run: RunResponse, n = 1): Promise<Claimed[]> => {
-    const mine: Claimed[] = [];
-    for (let i = 0; i < 50 && mine.length < n; i++) {
-      const got = await w.claim(n - mine.length);
-      for (const s of got) {
-        if (s.run_id === run.id) mine.push(s);
-        else await w.complete(s.id, DONE);
-      }
-      if (got.length === 0) break;
-    }
+    const mine = await claimFor(w, run.id, n);
     expect(mine).toHaveLength(n);
     return mine;
   };

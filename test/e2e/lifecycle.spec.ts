@@ -2,7 +2,7 @@ import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecyc
 import { DONE, ERROR, NO_CAPACITY } from '../../bench/reference-worker';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
-import { invariants, makeWorker } from '../support/workers';
+import { claimFor, invariants, makeWorker } from '../support/workers';
 
 describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fast, leases', () => {
   let t: TestApp;
@@ -27,18 +27,7 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
   const getRun = async (run: RunResponse) => (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body as RunResponse;
   const group = async (run: RunResponse, g: number) => (await t.http.get(`${runUrl(run)}/job-groups/${g}`).set(owner.auth).expect(200)).body;
   /** Claims until it gets the submissions of this run (other tests' queued work may come first). */
-  const claimOf = async (w: ReturnType<typeof makeWorker>, run: RunResponse, n = 1) => {
-    const mine = [];
-    for (let i = 0; i < 50 && mine.length < n; i++) {
-      const got = await w.claim(n - mine.length);
-      for (const s of got) {
-        if (s.run_id === run.id) mine.push(s);
-        else await w.complete(s.id, DONE);
-      }
-      if (got.length === 0) break;
-    }
-    return mine;
-  };
+  const claimOf = (w: ReturnType<typeof makeWorker>, run: RunResponse, n = 1) => claimFor(w, run.id, n);
 
   it('refuses user tokens on the internal API and admin routes to non-admins', async () => {
     await t.http.post('/internal/v1/submissions/claim').set(owner.auth).send({ worker_id: 'w', capacity: { cpu: 1, memory_mib: 1 } }).expect(403);

@@ -1,4 +1,4 @@
-import { ReferenceWorker } from '../../bench/reference-worker';
+import { Claimed, DONE, ReferenceWorker } from '../../bench/reference-worker';
 import type { TestApp, TestUser } from './test-app';
 
 /** A reference worker talking to the test app over supertest with a service account's token. */
@@ -7,6 +7,23 @@ export function makeWorker(t: TestApp, service: TestUser, workerId: string): Ref
     const res = await t.http.post(path).set(service.auth).send(body as object);
     return { status: res.status, body: res.body };
   }, workerId);
+}
+
+/**
+ * Claims until it holds `n` submissions of one run (each spec file has its own database, but earlier tests of the
+ * file may have left work queued ahead: that is completed out of the way). May return fewer when the queue runs dry.
+ */
+export async function claimFor(w: ReferenceWorker, runId: string, n = 1): Promise<Claimed[]> {
+  const mine: Claimed[] = [];
+  for (let i = 0; i < 50 && mine.length < n; i++) {
+    const got = await w.claim(n - mine.length);
+    for (const s of got) {
+      if (s.run_id === runId) mine.push(s);
+      else await w.complete(s.id, DONE);
+    }
+    if (got.length === 0) break;
+  }
+  return mine;
 }
 
 export async function invariants(t: TestApp, admin: TestUser): Promise<{ ok: boolean; mismatches: unknown[] }> {

@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { Cancellation, GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
+import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
 import { ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
 
@@ -17,15 +18,6 @@ export interface Chain {
 
 export type JobOutcome = 'succeeded' | 'failed' | 'cancelled';
 
-export interface DirectJobTally {
-  runId: string;
-  jobGroupId: number;
-  nJobs: number;
-  nSucceeded: number;
-  nFailed: number;
-  nCancelled: number;
-  nUncounted: number;
-}
 
 export interface GroupTreeRequest {
   ref: string;
@@ -242,7 +234,7 @@ export class JobGroupsService {
    * not yet counted is cancelled if a group above it is cancelled and active otherwise. `direct` are per-group
    * job tallies from the jobs module. Returns one line per mismatch.
    */
-  async counterMismatches(direct: DirectJobTally[]): Promise<string[]> {
+  async counterMismatches(direct: DirectOutcomes[]): Promise<string[]> {
     const cancellations = await this.effectiveCancellations(await this.groups.cancelledRunIds());
     const key = (run: string, g: number) => `${run}/${g}`;
     const expected = new Map<string, GroupCounts>();

@@ -15,7 +15,7 @@ import { JobsService } from '../jobs/jobs.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
 import { UsersService } from '../users/users.service';
-import { ACTIVE_RUN_STATUSES, deriveRunStatus, FINISHED_RUN_STATUSES, RetryPolicy, RUN_STATUSES } from './dto/run-status';
+import { deriveRunStatus, FINISHED_RUN_STATUSES, RetryPolicy, RUN_STATUSES } from './dto/run-status';
 import { RunListQueryDto, RunView } from './dto/run-view.dto';
 import { MAX_JOBS_PER_REQUEST, SubmitRunDto } from './dto/submit-run.dto';
 import { Run } from './entities/run.entity';
@@ -274,8 +274,6 @@ export class RunsService {
     return toRunView(fresh, project, user, jobs.get(run.id) ?? [], cost);
   }
 }
-
-export const isActive = (r: Run) => ACTIVE_RUN_STATUSES.includes(r.status);
 
 function toRunView(r: Run, project: string, user: string, jobs: RunView['jobs'], cost: CostReport): RunView {
   return {

@@ -18,10 +18,6 @@ export class UsersRepository {
       .getOne();
   }
 
-  findByName(name: string, manager: EntityManager = this.dataSource.manager): Promise<User | null> {
-    return manager.getRepository(User).findOneBy({ name });
-  }
-
   findByNames(names: string[], manager: EntityManager): Promise<User[]> {
     return manager.getRepository(User).createQueryBuilder('u').where('u.name = ANY(:names)', { names }).getMany();
   }

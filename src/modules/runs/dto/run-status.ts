@@ -1,7 +1,6 @@
 export const RUN_STATUSES = ['pending', 'submitted', 'provisioning', 'running', 'terminating', 'terminated', 'failed', 'done'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 export const FINISHED_RUN_STATUSES: readonly RunStatus[] = ['terminated', 'failed', 'done'];
-export const ACTIVE_RUN_STATUSES: readonly RunStatus[] = ['pending', 'submitted', 'provisioning', 'running', 'terminating'];
 
 export const RETRY_EVENTS = ['no_capacity', 'interruption', 'error'] as const;
 export type RetryEvent = (typeof RETRY_EVENTS)[number];
