@@ -132,7 +132,7 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
          JOIN (${CURRENT}) r ON r.name = q.name
         WHERE q.quantity > 0`,
     );
-    // Pieces: the pinned (stored, rounded) quantity × the seconds of each UTC day, as BillingRepository.rollUp.
+    // Pieces: the pinned (stored, rounded) quantity × the seconds of each UTC day, as BillingRepository.accrue.
     await c.query(
       `CREATE TEMP TABLE bench_pieces ON COMMIT DROP AS
        SELECT b.submission_id, b.run_id, b.job_id, b.project_id, b.user_id, b.job_group_ids, b.token, t.day::date AS day, sr.resource_id,

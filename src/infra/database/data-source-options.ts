@@ -26,6 +26,9 @@ export function dataSourceOptions(settings: ConnectionSettings): DataSourceOptio
       connectionTimeoutMillis: settings.embedded ? 30_000 : 10_000,
       // Postgres sends timestamps as text; keep them exact and UTC.
       options: '-c timezone=UTC',
+      // Read by preparedQuery: the embedded database is one session shared by every client connection, so a
+      // statement name one connection prepared would clash on the next; there, statements stay unnamed.
+      namedStatements: !settings.embedded,
     },
   };
 }

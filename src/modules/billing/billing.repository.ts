@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
 import type { ReportDimension } from './dto/billing.dto';
 
@@ -14,21 +15,6 @@ export interface NewAttempt {
   cpu: number;
   memoryMib: number;
   gpu: number;
-}
-
-export interface AttemptOwner {
-  runId: string;
-  jobId: string;
-  projectId: string;
-  userId: string;
-  jobGroupIds: number[];
-}
-
-/** One piece of an accrual: unit-seconds of one resource version on one UTC day (numeric as text: exact). */
-export interface AccrualPiece {
-  day: string;
-  resourceId: number;
-  usage: string;
 }
 
 export interface ResourceRow {
@@ -140,13 +126,18 @@ export class BillingRepository {
   }
 
   /**
-   * Rolls an open attempt up to now (`toNow`) or leaves its rollup where it is, closing it if asked. The rollup
-   * time only moves forward (GREATEST), so a repeated or late report accrues nothing. Returns the owner and the
-   * accrued usage split by UTC day and resource version; null when the attempt is unknown or already closed.
+   * Rolls an open attempt up to now (`toNow`) or leaves its rollup where it is, closing it if asked, and adds what
+   * accrued to every aggregate (job; each group of the chain; run; project × user × UTC day), all in one statement:
+   * one round trip inside the lifecycle transaction. The rollup time only moves forward (GREATEST), so a repeated or
+   * late report accrues nothing; an unknown or closed attempt changes nothing. Usage is the pinned quantity × the
+   * seconds of each UTC day, summed in numeric (nothing rounded). Aggregate rows are taken in one fixed order (job,
+   * groups by id, run, day rows; the scalar subqueries below run the inserts in that order), so concurrent accruals
+   * never deadlock; shard `token` spreads the hot rows. Returns whether anything accrued.
    */
-  async rollUp(m: EntityManager, submissionId: string, toNow: boolean, close: boolean): Promise<{ owner: AttemptOwner; pieces: AccrualPiece[] } | null> {
-    const rows = await returning<AttemptOwner & { day: string | null; resourceId: number | null; usage: string | null }>(
+  async accrue(m: EntityManager, submissionId: string, toNow: boolean, close: boolean, token: number): Promise<boolean> {
+    const [row] = await preparedQuery<{ n: string }>(
       m,
+      'billing_accrue',
       `WITH o AS (
          SELECT submission_id, rolled_up_to AS prev FROM billing_attempts WHERE submission_id = $1 AND closed_at IS NULL FOR UPDATE
        ), u AS (
@@ -160,61 +151,40 @@ export class BillingRepository {
                 GREATEST(u.prev, d.day AT TIME ZONE 'UTC') AS s, LEAST(u.next, (d.day + interval '1 day') AT TIME ZONE 'UTC') AS e
            FROM u, generate_series(date_trunc('day', u.prev AT TIME ZONE 'UTC'), date_trunc('day', u.next AT TIME ZONE 'UTC'), interval '1 day') d(day)
           WHERE u.next > u.prev
-       ), pieces AS (
-         SELECT days.submission_id, to_char(days.day, 'YYYY-MM-DD') AS day, sr.resource_id,
-                (sr.quantity * EXTRACT(EPOCH FROM (days.e - days.s)))::text AS usage
+       ), d AS (
+         SELECT days.day, sr.resource_id, sr.quantity * EXTRACT(EPOCH FROM (days.e - days.s)) AS usage
            FROM days JOIN submission_resources sr ON sr.submission_id = days.submission_id
           WHERE days.e > days.s
-       )
-       SELECT u.run_id AS "runId", u.job_id AS "jobId", u.project_id AS "projectId", u.user_id AS "userId", u.job_group_ids AS "jobGroupIds",
-              p.day, p.resource_id AS "resourceId", p.usage
-         FROM u LEFT JOIN pieces p ON p.submission_id = u.submission_id
-        ORDER BY p.day, p.resource_id`,
-      [submissionId, toNow, close],
-    );
-    if (rows.length === 0) return null;
-    const { runId, jobId, projectId, userId, jobGroupIds } = rows[0];
-    const pieces = rows.filter((r) => r.resourceId !== null).map((r) => ({ day: r.day!, resourceId: r.resourceId!, usage: r.usage! }));
-    return { owner: { runId, jobId, projectId, userId, jobGroupIds }, pieces };
-  }
-
-  /**
-   * Adds accrued usage to every aggregate, in one fixed order (job, groups by id, run, day rows) so concurrent
-   * accruals never deadlock. Sums happen in SQL on numeric: nothing is rounded.
-   */
-  /**
-   * Adds accrued pieces to every aggregate (job; each group of the chain; run; project × user × day) in one
-   * statement: one round trip inside the lifecycle transaction. Shard `token` spreads hot rows.
-   */
-  async addUsage(m: EntityManager, o: AttemptOwner, pieces: AccrualPiece[], token: number): Promise<void> {
-    await m.query(
-      `WITH d AS (SELECT * FROM unnest($1::text[], $2::int[], $3::numeric[]) AS d(day, resource_id, usage)),
+       ),
        per_resource AS (SELECT resource_id, SUM(usage) AS usage FROM d GROUP BY resource_id),
        job AS (
          INSERT INTO billing_job_usage AS x (job_id, resource_id, run_id, usage)
-         SELECT $4, resource_id, $5, usage FROM per_resource ORDER BY resource_id
+         SELECT u.job_id, p.resource_id, u.run_id, p.usage FROM u CROSS JOIN per_resource p ORDER BY p.resource_id
          ON CONFLICT (job_id, resource_id) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        ), grp AS (
          INSERT INTO billing_group_usage AS x (run_id, job_group_id, resource_id, token, usage)
-         SELECT $5, g.id, p.resource_id, $6, p.usage FROM unnest($7::int[]) g(id) CROSS JOIN per_resource p
+         SELECT u.run_id, g.id, p.resource_id, $4, p.usage
+           FROM u CROSS JOIN LATERAL (SELECT DISTINCT unnest(u.job_group_ids) AS id) g CROSS JOIN per_resource p
           ORDER BY g.id, p.resource_id
          ON CONFLICT (run_id, job_group_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        ), run AS (
          INSERT INTO billing_run_usage AS x (run_id, resource_id, token, usage)
-         SELECT $5, resource_id, $6, usage FROM per_resource ORDER BY resource_id
+         SELECT u.run_id, p.resource_id, $4, p.usage FROM u CROSS JOIN per_resource p ORDER BY p.resource_id
          ON CONFLICT (run_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        ), daily AS (
          INSERT INTO billing_daily_usage AS x (project_id, user_id, day, resource_id, token, usage)
-         SELECT $8, $9, day::date, resource_id, $6, SUM(usage) FROM d GROUP BY day, resource_id ORDER BY day, resource_id
+         SELECT u.project_id, u.user_id, d.day, d.resource_id, $4, SUM(d.usage) FROM u CROSS JOIN d
+          GROUP BY u.project_id, u.user_id, d.day, d.resource_id ORDER BY d.day, d.resource_id
          ON CONFLICT (project_id, user_id, day, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        )
        SELECT (SELECT count(*) FROM job) + (SELECT count(*) FROM grp) + (SELECT count(*) FROM run) + (SELECT count(*) FROM daily) AS n`,
-      [pieces.map((p) => p.day), pieces.map((p) => p.resourceId), pieces.map((p) => p.usage), o.jobId, o.runId, token, [...new Set(o.jobGroupIds)], o.projectId, o.userId],
+      [submissionId, toNow, close, token],
     );
+    return Number(row.n) > 0;
   }
 
   /** Costs of many runs in one statement (key = run id). */

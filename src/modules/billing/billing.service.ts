@@ -64,7 +64,7 @@ export class BillingService {
 
   /** Heartbeat: accrues usage up to now. */
   async accrue(m: EntityManager, submissionId: string): Promise<void> {
-    await this.rollUp(m, submissionId, true, false);
+    await this.billing.accrue(m, submissionId, true, false, randomInt(TOKENS));
   }
 
   /**
@@ -72,13 +72,7 @@ export class BillingService {
    * last heartbeat left the clock. Closed attempts never accrue again.
    */
   async closeAttempt(m: EntityManager, submissionId: string, atLastRollup = false): Promise<void> {
-    await this.rollUp(m, submissionId, !atLastRollup, true);
-  }
-
-  private async rollUp(m: EntityManager, submissionId: string, toNow: boolean, close: boolean): Promise<void> {
-    const rolled = await this.billing.rollUp(m, submissionId, toNow, close);
-    if (!rolled || rolled.pieces.length === 0) return;
-    await this.billing.addUsage(m, rolled.owner, rolled.pieces, randomInt(TOKENS));
+    await this.billing.accrue(m, submissionId, !atLastRollup, true, randomInt(TOKENS));
   }
 
   async runCost(runId: string): Promise<CostReport> {

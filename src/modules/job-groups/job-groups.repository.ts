@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
 import type { Cancellation } from './dto/job-group.dto';
 import { JobGroup } from './entities/job-group.entity';
@@ -98,7 +99,9 @@ export class JobGroupsRepository {
    * delta was counted.
    */
   async lockChainAndCount(m: EntityManager, runId: string, jobGroupId: number, d: CountsDelta): Promise<{ levels: ChainLevel[]; counted: boolean }> {
-    const rows: (ChainLevel & { counted: boolean })[] = await m.query(
+    const rows = await preparedQuery<ChainLevel & { counted: boolean }>(
+      m,
+      'job_groups_lock_chain_and_count',
       `${LOCK_CHAIN},
        verdict AS (SELECT NOT coalesce(bool_or(cancelled), false) AS counted FROM locked),
        updated AS (

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager } from 'typeorm';
+import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
 import type { JobSpec, SubmissionStatus } from './dto/job-spec';
 import { Job } from './entities/job.entity';
@@ -24,6 +24,19 @@ export interface Candidate {
   gpu: number;
 }
 
+/** What the lifecycle decides on about a submission (and carries into its retry). */
+export type SubmissionFacts = Pick<
+  JobSubmission,
+  'id' | 'jobId' | 'runId' | 'jobGroupId' | 'submissionNum' | 'status' | 'terminationReason' | 'priority' | 'cpu' | 'memoryMib' | 'gpu' | 'workerId' | 'leaseExpiresAt'
+>;
+
+/** What the lifecycle decides on about a job: which submission is its latest, how many it had, its age. */
+export type JobFacts = Pick<Job, 'id' | 'runId' | 'jobGroupId' | 'latestSubmissionId' | 'latestSubmissionNum' | 'submissionCount' | 'createdAt'>;
+
+const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
+  s.status, s.termination_reason AS "terminationReason", s.priority, s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu,
+  s.worker_id AS "workerId", s.lease_expires_at AS "leaseExpiresAt"`;
+
 export interface ClaimedRow {
   id: string;
   jobId: string;
@@ -40,11 +53,11 @@ export interface ClaimedRow {
 /** Every query of the worker lifecycle on jobs and submissions. */
 @Injectable()
 export class SubmissionsRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
-
   /** Queued submissions that fit, best first, locked; rows other claimers hold are skipped, never waited for. */
   async lockCandidates(m: EntityManager, cap: Capacity, limit: number): Promise<Candidate[]> {
-    const rows: Candidate[] = await m.query(
+    return preparedQuery<Candidate>(
+      m,
+      'lifecycle_lock_candidates',
       `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
               s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu
          FROM job_submissions s
@@ -54,12 +67,13 @@ export class SubmissionsRepository {
           FOR UPDATE SKIP LOCKED`,
       [cap.cpu, cap.memoryMib, cap.gpu, limit],
     );
-    return rows;
   }
 
   async markClaimed(m: EntityManager, ids: string[], workerId: string, leaseSeconds: number): Promise<ClaimedRow[]> {
     if (ids.length === 0) return [];
-    const rows: ClaimedRow[] = await m.query(
+    return preparedQuery<ClaimedRow>(
+      m,
+      'lifecycle_mark_claimed',
       `WITH claimed AS (
          UPDATE job_submissions
             SET status = 'provisioning', worker_id = $2, claimed_at = now(), lease_expires_at = now() + make_interval(secs => $3)
@@ -74,34 +88,53 @@ export class SubmissionsRepository {
          FROM claimed c JOIN jobs_updated u ON u.id = c.job_id`,
       [ids, workerId, leaseSeconds],
     );
-    return rows;
   }
 
-  lockSubmission(m: EntityManager, id: string): Promise<JobSubmission | null> {
-    return m.getRepository(JobSubmission).createQueryBuilder('s').setLock('pessimistic_write').where('s.id = :id', { id }).getOne();
+  /** The submission, locked. */
+  async lockSubmission(m: EntityManager, id: string): Promise<SubmissionFacts | null> {
+    const rows = await preparedQuery<SubmissionFacts>(m, 'lifecycle_lock_submission', `SELECT ${SUBMISSION_FACTS} FROM job_submissions s WHERE s.id = $1 FOR UPDATE OF s`, [id]);
+    return rows[0] ?? null;
   }
 
-  lockJob(m: EntityManager, jobId: string): Promise<Job | null> {
-    return m.getRepository(Job).createQueryBuilder('j').setLock('pessimistic_write').where('j.id = :jobId', { jobId }).getOne();
-  }
-
-  findSubmission(id: string): Promise<JobSubmission | null> {
-    return this.dataSource.getRepository(JobSubmission).findOneBy({ id });
+  /**
+   * The submission and its job, both locked in one round trip, submission first (FOR UPDATE OF locks each joined
+   * row in the order named, the order every lifecycle transaction takes).
+   */
+  async lockWithJob(m: EntityManager, id: string): Promise<{ submission: SubmissionFacts; job: JobFacts } | null> {
+    const rows = await preparedQuery<SubmissionFacts & { latestSubmissionId: string; latestSubmissionNum: number; submissionCount: number; jobCreatedAt: Date }>(
+      m,
+      'lifecycle_lock_submission_with_job',
+      `SELECT ${SUBMISSION_FACTS}, j.latest_submission_id AS "latestSubmissionId", j.latest_submission_num AS "latestSubmissionNum",
+              j.submission_count AS "submissionCount", j.created_at AS "jobCreatedAt"
+         FROM job_submissions s JOIN jobs j ON j.id = s.job_id
+        WHERE s.id = $1
+          FOR UPDATE OF s, j`,
+      [id],
+    );
+    if (rows.length === 0) return null;
+    const { latestSubmissionId, latestSubmissionNum, submissionCount, jobCreatedAt, ...submission } = rows[0];
+    const job = { id: submission.jobId, runId: submission.runId, jobGroupId: submission.jobGroupId, latestSubmissionId, latestSubmissionNum, submissionCount, createdAt: jobCreatedAt };
+    return { submission, job };
   }
 
   async setRunning(m: EntityManager, id: string, jobId: string, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<void> {
-    await m.query(
-      `UPDATE job_submissions SET status = 'running', started_at = now(), last_heartbeat_at = now(),
-              lease_expires_at = now() + make_interval(secs => $3), provisioning_data = coalesce($2::jsonb, provisioning_data)
-        WHERE id = $1`,
-      [id, provisioningData === null ? null : JSON.stringify(provisioningData), leaseSeconds],
+    await preparedQuery(
+      m,
+      'lifecycle_set_running',
+      `WITH started AS (
+         UPDATE job_submissions SET status = 'running', started_at = now(), last_heartbeat_at = now(),
+                lease_expires_at = now() + make_interval(secs => $4), provisioning_data = coalesce($3::jsonb, provisioning_data)
+          WHERE id = $1
+       )
+       UPDATE jobs SET status = 'running' WHERE id = $2`,
+      [id, jobId, provisioningData === null ? null : JSON.stringify(provisioningData), leaseSeconds],
     );
-    await m.query(`UPDATE jobs SET status = 'running' WHERE id = $1`, [jobId]);
   }
 
   async heartbeat(m: EntityManager, id: string, runtimeData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
-    const [row] = await returning<{ leaseExpiresAt: Date }>(
+    const [row] = await preparedQuery<{ leaseExpiresAt: Date }>(
       m,
+      'lifecycle_heartbeat',
       `UPDATE job_submissions SET last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $3),
               runtime_data = coalesce($2::jsonb, runtime_data)
         WHERE id = $1 RETURNING lease_expires_at AS "leaseExpiresAt"`,
@@ -122,8 +155,22 @@ export class SubmissionsRepository {
     await m.query(`UPDATE jobs SET status = $2, termination_reason = $3, completion_counted = $4 WHERE id = $1`, [jobId, status, reason, counted]);
   }
 
+  /** A final attempt: the submission and its job's facts finished in one statement (both rows already locked). */
+  async finishSubmissionAndJob(m: EntityManager, id: string, jobId: string, status: SubmissionStatus, reason: string, exitStatus: number | null, counted: boolean): Promise<void> {
+    await preparedQuery(
+      m,
+      'lifecycle_finish_submission_and_job',
+      `WITH finished AS (
+         UPDATE job_submissions SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(), lease_expires_at = NULL
+          WHERE id = $1
+       )
+       UPDATE jobs SET status = $3, termination_reason = $4, completion_counted = $6 WHERE id = $2`,
+      [id, jobId, status, reason, exitStatus, counted],
+    );
+  }
+
   /** The next submission of a retried job, and the job's facts pointing at it. */
-  async insertRetry(m: EntityManager, job: Job, prev: JobSubmission): Promise<{ id: string; submissionNum: number }> {
+  async insertRetry(m: EntityManager, job: JobFacts, prev: SubmissionFacts): Promise<{ id: string; submissionNum: number }> {
     const id = randomUUID();
     const submissionNum = job.latestSubmissionNum + 1;
     await m.query(

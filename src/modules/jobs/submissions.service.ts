@@ -1,11 +1,10 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import type { SubmissionStatus } from './dto/job-spec';
-import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
-import { Candidate, Capacity, ClaimedRow, SubmissionsRepository } from './submissions.repository';
+import { Candidate, Capacity, ClaimedRow, JobFacts, SubmissionFacts, SubmissionsRepository } from './submissions.repository';
 
-export type { Candidate, Capacity, ClaimedRow };
+export type { Candidate, Capacity, ClaimedRow, JobFacts, SubmissionFacts };
 
 /** Submission transitions of the worker lifecycle; every method runs in the caller's transaction. */
 @Injectable()
@@ -21,35 +20,37 @@ export class SubmissionsService {
   }
 
   /** The submission and its job, both locked (in that order, as every lifecycle transaction does). */
-  async lockWithJob(m: EntityManager, submissionId: string): Promise<{ submission: JobSubmission; job: Job } | null> {
-    const submission = await this.subs.lockSubmission(m, submissionId);
-    if (!submission) return null;
-    const job = await this.subs.lockJob(m, submission.jobId);
-    return job ? { submission, job } : null;
+  lockWithJob(m: EntityManager, submissionId: string): Promise<{ submission: SubmissionFacts; job: JobFacts } | null> {
+    return this.subs.lockWithJob(m, submissionId);
   }
 
-  lockSubmission(m: EntityManager, submissionId: string): Promise<JobSubmission | null> {
+  lockSubmission(m: EntityManager, submissionId: string): Promise<SubmissionFacts | null> {
     return this.subs.lockSubmission(m, submissionId);
   }
 
-  start(m: EntityManager, s: JobSubmission, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<void> {
+  start(m: EntityManager, s: SubmissionFacts, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<void> {
     return this.subs.setRunning(m, s.id, s.jobId, provisioningData, leaseSeconds);
   }
 
-  heartbeat(m: EntityManager, s: JobSubmission, runtimeData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
+  heartbeat(m: EntityManager, s: SubmissionFacts, runtimeData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
     return this.subs.heartbeat(m, s.id, runtimeData, leaseSeconds);
   }
 
-  finish(m: EntityManager, s: JobSubmission, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<void> {
+  finish(m: EntityManager, s: SubmissionFacts, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<void> {
     return this.subs.finishSubmission(m, s.id, status, reason, exitStatus);
   }
 
-  finishJob(m: EntityManager, job: Job, status: SubmissionStatus, reason: string, counted: boolean): Promise<void> {
+  finishJob(m: EntityManager, job: JobFacts, status: SubmissionStatus, reason: string, counted: boolean): Promise<void> {
     return this.subs.finishJob(m, job.id, status, reason, counted);
   }
 
+  /** The job's last attempt: submission and job finished together; `counted` as for finishJob. */
+  finishWithJob(m: EntityManager, s: SubmissionFacts, status: SubmissionStatus, reason: string, exitStatus: number | null, counted: boolean): Promise<void> {
+    return this.subs.finishSubmissionAndJob(m, s.id, s.jobId, status, reason, exitStatus, counted);
+  }
+
   /** Creates the next submission, then folds the no-capacity attempt before the failed one away (if it is one). */
-  async retry(m: EntityManager, job: Job, failed: JobSubmission): Promise<{ id: string; submissionNum: number }> {
+  async retry(m: EntityManager, job: JobFacts, failed: SubmissionFacts): Promise<{ id: string; submissionNum: number }> {
     const next = await this.subs.insertRetry(m, job, failed);
     await this.subs.foldSupersededNoCapacity(m, job.id, failed.submissionNum);
     return next;

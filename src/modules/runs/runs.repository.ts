@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { Brackets, DataSource, EntityManager } from 'typeorm';
-import { returning } from '../../infra/database/returning';
+import { preparedQuery } from '../../infra/database/prepared';
 import type { DerivedRunStatus, RunSpec } from './dto/run-status';
 import { Run } from './entities/run.entity';
 
@@ -56,8 +56,9 @@ export class RunsRepository {
 
   /** Applies active-count deltas and locks the run row (the last lock every run-level transition takes). */
   async applyActiveDelta(m: EntityManager, runId: string, d: ActiveDelta): Promise<RunStatusFacts> {
-    const [row] = await returning<RunStatusFacts>(
+    const [row] = await preparedQuery<RunStatusFacts>(
       m,
+      'runs_apply_active_delta',
       `UPDATE runs SET n_provisioning = n_provisioning + $2, n_running = n_running + $3, n_retrying = n_retrying + $4 WHERE id = $1
        RETURNING n_provisioning AS "nProvisioning", n_running AS "nRunning", n_retrying AS "nRetrying",
                  status, status_message AS "statusMessage", termination_reason AS "terminationReason"`,

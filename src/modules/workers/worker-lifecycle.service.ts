@@ -7,9 +7,7 @@ import { BillingService } from '../billing/billing.service';
 import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
 import { JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
 import { isFinished, SubmissionStatus } from '../jobs/dto/job-spec';
-import { Job } from '../jobs/entities/job.entity';
-import { JobSubmission } from '../jobs/entities/job-submission.entity';
-import { SubmissionsService } from '../jobs/submissions.service';
+import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { ActiveDelta } from '../runs/runs.repository';
 import { RunsService } from '../runs/runs.service';
 import { ClaimDto, ClaimedSubmissionView, CompleteDto, CompleteView, HeartbeatDto, RunningDto } from './dto/worker.dto';
@@ -179,28 +177,28 @@ export class WorkerLifecycleService {
     return total;
   }
 
-  private async finishLocked(m: EntityManager, s: JobSubmission, job: Job, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<CompleteView> {
-    await this.subs.finish(m, s, status, reason, exitStatus);
+  private async finishLocked(m: EntityManager, s: SubmissionFacts, job: JobFacts, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<CompleteView> {
     let delta = activeDelta(s.status, -1, s.submissionNum);
     const retryable = status === 'failed' || status === 'terminated';
     const policy = retryable ? await this.runs.retryPolicy(m, s.runId) : undefined;
     let retry: CompleteView['retry_submission'] = null;
     let root;
     if (retryable && shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
+      await this.subs.finish(m, s, status, reason, exitStatus);
       // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
       const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
       root = this.groups.rootOf(chain);
       if (chain.cancellation) {
         await this.subs.finishJob(m, job, status, reason, false);
       } else {
-        const next = await this.subs.retry(m, job, { ...s, terminationReason: reason } as JobSubmission);
+        const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
         retry = { id: next.id, submission_num: next.submissionNum };
         delta = addDelta(delta, { nRetrying: 1 });
       }
     } else {
-      // The job row is written before the hot counter rows are locked; in the rare case a cancellation already
-      // counted this job, the flag is put back.
-      await this.subs.finishJob(m, job, status, reason, true);
+      // The submission and job rows are written before the hot counter rows are locked; in the rare case a
+      // cancellation already counted this job, the job's flag is put back.
+      await this.subs.finishWithJob(m, s, status, reason, exitStatus, true);
       const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status]);
       if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
       root = result.root;
@@ -209,7 +207,7 @@ export class WorkerLifecycleService {
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
   }
 
-  private answer(s: JobSubmission, job: Job): CompleteView {
+  private answer(s: SubmissionFacts, job: JobFacts): CompleteView {
     const retried = job.latestSubmissionNum > s.submissionNum;
     return {
       submission_id: s.id,
@@ -219,7 +217,7 @@ export class WorkerLifecycleService {
     };
   }
 
-  private async ownedSubmission(m: EntityManager, id: string, workerId: string): Promise<JobSubmission> {
+  private async ownedSubmission(m: EntityManager, id: string, workerId: string): Promise<SubmissionFacts> {
     const s = await this.subs.lockSubmission(m, id);
     if (!s) throw notFound(`submission ${id}`);
     if (s.workerId !== workerId) throw stale(`submission ${id} is not held by worker ${workerId}`);
