@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { UsersService } from '../src/modules/users/users.service';
-import { Claimed, DONE, ERROR, Post, ReferenceWorker, timedReports } from './reference-worker';
+import { Claimed, DONE, ERROR, httpPost, ReferenceWorker, timedReports } from './reference-worker';
 import { BenchEnv, fmtInt, fmtMs, fmtRatio, log, measureSideBySide, printTable, QUICK, TargetResult, verdict } from './support';
 
 /**
@@ -35,17 +35,6 @@ interface CostReport {
 }
 
 const runsPath = (project: string) => `/api/v1/projects/${project}/runs`;
-
-function servicePost(env: BenchEnv, token: string): Post {
-  return async (path, body) => {
-    const res = await fetch(env.baseUrl + path, {
-      method: 'POST',
-      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: await res.json() };
-  };
-}
 
 async function expectOk(what: string, p: Promise<{ status: number; body: unknown }>): Promise<void> {
   const r = await p;
@@ -187,7 +176,7 @@ async function throughput(env: BenchEnv, project: string, token: string): Promis
     await env.http('POST', `${runsPath(project)}/${run.body.id}/job-groups/${parent}/jobs`, { jobs: [{ spec: lspec, replicas: JOBS_PER_LEVEL }] }, 201);
   }
   const total = JOBS_PER_LEVEL * (DEPTH + 1);
-  const post = servicePost(env, token);
+  const post = httpPost(env.baseUrl, token);
   const workers = Array.from({ length: WORKERS }, (_, i) => new ReferenceWorker(post, `bench-billing-w${i}`));
   const held: Claimed[][] = workers.map(() => []);
   await Promise.all(
@@ -258,7 +247,7 @@ export async function runBilling(env: BenchEnv): Promise<TargetResult[]> {
   results.push(...(await throughput(env, project, service.token)).results);
 
   // (a) Small run: everything through the real lifecycle, two submissions left running.
-  const worker = new ReferenceWorker(servicePost(env, service.token), 'bench-billing-live');
+  const worker = new ReferenceWorker(httpPost(env.baseUrl, service.token), 'bench-billing-live');
   const small = await runWithChain(env, project, SMALL_JOBS, DEPTH);
   const smallLive = await driveLive(worker, SMALL_JOBS + 1, 2);
   if (smallLive.claimed !== SMALL_JOBS + 1) throw new Error(`small run: claimed ${smallLive.claimed}, expected ${SMALL_JOBS + 1}`);

@@ -1,5 +1,5 @@
 import { UsersService } from '../src/modules/users/users.service';
-import { Claimed, DONE, ERROR, ReferenceWorker, timedReports } from './reference-worker';
+import { Claimed, DONE, ERROR, httpPost, ReferenceWorker, timedReports } from './reference-worker';
 import { BenchEnv, fmtInt, log, printTable, QUICK, TargetResult } from './support';
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 8); // the target is for 8
@@ -22,14 +22,7 @@ export async function runLifecycle(env: BenchEnv): Promise<TargetResult[]> {
     await env.http('POST', `/api/v1/projects/${project}/runs/${run.body.id}/job-groups/${parent}/jobs`, { jobs: [{ spec, replicas: JOBS_PER_LEVEL }] }, 201);
   }
   const total = JOBS_PER_LEVEL * 6;
-  const post = async (path: string, body: unknown) => {
-    const res = await fetch(env.baseUrl + path, {
-      method: 'POST',
-      headers: { Authorization: `Bearer ${service.token}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    return { status: res.status, body: await res.json() };
-  };
+  const post = httpPost(env.baseUrl, service.token);
   const workers = Array.from({ length: WORKERS }, (_, i) => new ReferenceWorker(post, `bench-w${i}`));
   const held: Claimed[][] = workers.map(() => []);
   await Promise.all(
