@@ -117,18 +117,22 @@ export class SubmissionsRepository {
     return { submission, job };
   }
 
-  async setRunning(m: EntityManager, id: string, jobId: string, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<void> {
-    await preparedQuery(
+  /** Starts the attempt: submission and job `running`, a fresh lease (returned). */
+  async setRunning(m: EntityManager, id: string, jobId: string, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
+    const [row] = await preparedQuery<{ leaseExpiresAt: Date }>(
       m,
       'lifecycle_set_running',
       `WITH started AS (
          UPDATE job_submissions SET status = 'running', started_at = now(), last_heartbeat_at = now(),
                 lease_expires_at = now() + make_interval(secs => $4), provisioning_data = coalesce($3::jsonb, provisioning_data)
           WHERE id = $1
+      RETURNING lease_expires_at
        )
-       UPDATE jobs SET status = 'running' WHERE id = $2`,
+       UPDATE jobs SET status = 'running' FROM started WHERE jobs.id = $2
+       RETURNING started.lease_expires_at AS "leaseExpiresAt"`,
       [id, jobId, provisioningData === null ? null : JSON.stringify(provisioningData), leaseSeconds],
     );
+    return row.leaseExpiresAt;
   }
 
   async heartbeat(m: EntityManager, id: string, runtimeData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {

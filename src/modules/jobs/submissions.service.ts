@@ -28,7 +28,8 @@ export class SubmissionsService {
     return this.subs.lockSubmission(m, submissionId);
   }
 
-  start(m: EntityManager, s: SubmissionFacts, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<void> {
+  /** Returns the new lease's end. */
+  start(m: EntityManager, s: SubmissionFacts, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
     return this.subs.setRunning(m, s.id, s.jobId, provisioningData, leaseSeconds);
   }
 

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { Brackets, DataSource, EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
-import type { DerivedRunStatus, RunSpec } from './dto/run-status';
+import type { DerivedRunStatus, RetryPolicy, RunSpec } from './dto/run-status';
 import { Run } from './entities/run.entity';
 
 export interface NewRun {
@@ -48,6 +48,24 @@ export class RunsRepository {
 
   findRunById(runId: string, m: EntityManager = this.dataSource.manager): Promise<Run | null> {
     return m.getRepository(Run).findOneBy({ id: runId });
+  }
+
+  /** Who a run belongs to (the lifecycle bills it to them). */
+  async ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
+    const [row] = await preparedQuery<{ projectId: string; userId: string }>(
+      m,
+      'runs_owner_of',
+      `SELECT project_id AS "projectId", user_id AS "userId" FROM runs WHERE id = $1`,
+      [runId],
+    );
+    if (!row) throw new Error(`run ${runId} vanished`);
+    return row;
+  }
+
+  /** The run's retry policy (fixed at submission), read on each failed attempt. */
+  async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
+    const [row] = await preparedQuery<{ retry: RetryPolicy | null }>(m, 'runs_retry_policy', `SELECT spec -> 'retry' AS retry FROM runs WHERE id = $1`, [runId]);
+    return row?.retry ?? undefined;
   }
 
   async lockRun(m: EntityManager, runId: string): Promise<Run | null> {

@@ -191,13 +191,12 @@ export class RunsService {
     return ids.length;
   }
 
-  async ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
-    const run = (await this.runs.findRunById(runId, m))!;
-    return { projectId: run.projectId, userId: run.userId };
+  ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
+    return this.runs.ownerOf(m, runId);
   }
 
-  async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
-    return (await this.runs.findRunById(runId, m))?.spec.retry;
+  retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
+    return this.runs.retryPolicy(m, runId);
   }
 
   async list(principal: Principal, projectName: string | undefined, q: RunListQueryDto): Promise<Page<RunView>> {

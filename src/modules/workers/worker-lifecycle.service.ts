@@ -15,6 +15,13 @@ import { shouldRetry } from './retry-policy';
 
 const stale = (message: string) => new DomainError('STALE_SUBMISSION', message);
 
+/** The locked submission, if it exists (else 404) and `workerId` holds it (else 409). */
+function owned(s: SubmissionFacts | null | undefined, id: string, workerId: string): SubmissionFacts {
+  if (!s) throw notFound(`submission ${id}`);
+  if (s.workerId !== workerId) throw stale(`submission ${id} is not held by worker ${workerId}`);
+  return s;
+}
+
 const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'cancelled' };
 
 /** The active count a submission occupies on its run while in `status`. */
@@ -97,25 +104,24 @@ export class WorkerLifecycleService {
 
   async running(id: string, body: RunningDto): Promise<{ status: string; lease_expires_at: string | null }> {
     return this.tx.run(async (m) => {
-      const s = await this.ownedSubmission(m, id, body.worker_id);
+      const locked = await this.subs.lockWithJob(m, id);
+      const s = owned(locked?.submission, id, body.worker_id);
       if (s.status === 'running') return { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null };
       if (s.status !== 'provisioning') throw stale(`submission ${id} is ${s.status}, not provisioning`);
-      await this.subs.lockWithJob(m, id);
-      await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
+      const lease = await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       // Billing rows come after the submission and job, before group counters and the run (the lock order).
       const owner = await this.runs.ownerOf(m, s.runId);
       const jobGroupIds = await this.groups.selfAndAncestorIds(m, s.runId, s.jobGroupId);
       await this.billing.startAttempt(m, { submissionId: s.id, runId: s.runId, jobId: s.jobId, ...owner, jobGroupIds, cpu: s.cpu, memoryMib: s.memoryMib, gpu: s.gpu });
       await this.runs.refreshStatus(m, s.runId, { nProvisioning: -1, nRunning: 1 });
-      const fresh = (await this.subs.lockSubmission(m, id))!;
-      return { status: fresh.status, lease_expires_at: fresh.leaseExpiresAt?.toISOString() ?? null };
+      return { status: 'running', lease_expires_at: lease.toISOString() };
     });
   }
 
   /** Renews the lease; answers whether the submission's group (or an ancestor) was cancelled meanwhile. */
   async heartbeat(id: string, body: HeartbeatDto): Promise<{ cancel_requested: boolean; lease_expires_at: string }> {
     return this.tx.run(async (m) => {
-      const s = await this.ownedSubmission(m, id, body.worker_id);
+      const s = owned(await this.subs.lockSubmission(m, id), id, body.worker_id);
       if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
       const lease = await this.subs.heartbeat(m, s, body.runtime_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       const cancellation = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
@@ -131,9 +137,8 @@ export class WorkerLifecycleService {
   async complete(id: string, body: CompleteDto): Promise<CompleteView> {
     return this.tx.run(async (m) => {
       const locked = await this.subs.lockWithJob(m, id);
-      if (!locked) throw notFound(`submission ${id}`);
-      const { submission: s, job } = locked;
-      if (s.workerId !== body.worker_id) throw stale(`submission ${id} is not held by worker ${body.worker_id}`);
+      const s = owned(locked?.submission, id, body.worker_id);
+      const job = locked!.job;
       if (isFinished(s.status)) {
         if (s.status === body.status && s.terminationReason === body.termination_reason) return this.answer(s, job);
         throw stale(`submission ${id} already finished as ${s.status} (${s.terminationReason})`);
@@ -215,12 +220,5 @@ export class WorkerLifecycleService {
       termination_reason: s.terminationReason!,
       retry_submission: retried && job.latestSubmissionNum === s.submissionNum + 1 ? { id: job.latestSubmissionId, submission_num: job.latestSubmissionNum } : null,
     };
-  }
-
-  private async ownedSubmission(m: EntityManager, id: string, workerId: string): Promise<SubmissionFacts> {
-    const s = await this.subs.lockSubmission(m, id);
-    if (!s) throw notFound(`submission ${id}`);
-    if (s.workerId !== workerId) throw stale(`submission ${id} is not held by worker ${workerId}`);
-    return s;
   }
 }
