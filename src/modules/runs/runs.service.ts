@@ -235,14 +235,19 @@ export class RunsService {
   private async views(runs: Run[], submissionsLimit: number | undefined): Promise<RunView[]> {
     if (runs.length === 0) return [];
     const ids = runs.map((r) => r.id);
-    const [projects, users] = await Promise.all([this.projects.namesByIds(runs.map((r) => r.projectId)), this.users.namesByIds(runs.map((r) => r.userId))]);
-    let jobs = new Map<string, RunView['jobs']>();
-    if (submissionsLimit !== undefined) {
-      const cancellations = await this.groups.effectiveCancellations(ids);
-      jobs = await this.jobs.viewsOfRuns(ids, submissionsLimit, cancellations);
+    // Independent reads go out together, each on its own pool connection.
+    const jobsOfRuns = async () => {
+      if (submissionsLimit === undefined) return new Map<string, RunView['jobs']>();
+      const jobs = await this.jobs.viewsOfRuns(ids, submissionsLimit, await this.groups.effectiveCancellations(ids));
       await this.fillSubmissionCosts([...jobs.values()].flat());
-    }
-    const costs = await this.billing.runCosts(ids);
+      return jobs;
+    };
+    const [projects, users, costs, jobs] = await Promise.all([
+      this.projects.namesByIds(runs.map((r) => r.projectId)),
+      this.users.namesByIds(runs.map((r) => r.userId)),
+      this.billing.runCosts(ids),
+      jobsOfRuns(),
+    ]);
     return runs.map((r) => toRunView(r, projects.get(r.projectId) ?? r.projectId, users.get(r.userId) ?? r.userId, jobs.get(r.id) ?? [], costs.get(r.id)!));
   }
 
