@@ -45,6 +45,14 @@ export class Env {
   @Max(200)
   DATABASE_POOL_SIZE: number = 10;
 
+  /**
+   * DATABASE_URL serves an embedded PostgreSQL (PGlite over a socket, as the test suite's): one session shared by
+   * every connection, so one connection and no named prepared statements, as for the built-in embedded database.
+   */
+  @Transform(toBool)
+  @IsBoolean({ message: 'must be true or false' })
+  DATABASE_EMBEDDED: boolean = false;
+
   @Transform(toInt)
   @IsInt({ message: 'must be an integer number of seconds' })
   @Min(5)

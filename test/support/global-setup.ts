@@ -1,5 +1,5 @@
 import { EmbeddedPostgres } from '../../src/infra/database/embedded-postgres';
-import { dropStaleDatabases, migrate, templateName, urlFor, withAdminClient } from './test-databases';
+import { dropStaleDatabases, embeddedUrlVariable, migrate, OWN_DATABASES, templateName, urlFor, withAdminClient } from './test-databases';
 
 /** Runs once per jest run, outside the test sandbox: prepares the migrated template (or the embedded database). */
 export default async function globalSetup(): Promise<void> {
@@ -7,10 +7,16 @@ export default async function globalSetup(): Promise<void> {
   const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
   if (process.env.RUNPLANE_TEST_EMBEDDED === '1') {
     process.stdout.write(`\nrunplane tests: no PostgreSQL server answered at ${new URL(adminUrl).host}; running on the EMBEDDED database (PGlite), one worker; tests that need real concurrency are skipped.\n`);
-    const embedded = await EmbeddedPostgres.start({ dataDir: 'memory://runplane-test' });
-    (globalThis as { __embedded?: EmbeddedPostgres }).__embedded = embedded;
-    await migrate(embedded.url, true);
-    process.env.RUNPLANE_TEST_EMBEDDED_URL = embedded.url;
+    const started: EmbeddedPostgres[] = [];
+    (globalThis as { __embedded?: EmbeddedPostgres[] }).__embedded = started;
+    const start = async (name: string) => {
+      const embedded = await EmbeddedPostgres.start({ dataDir: `memory://runplane-test-${name}` });
+      started.push(embedded);
+      await migrate(embedded.url, true);
+      return embedded.url;
+    };
+    process.env.RUNPLANE_TEST_EMBEDDED_URL = await start('shared');
+    for (const own of OWN_DATABASES) process.env[embeddedUrlVariable(own)] = await start(own);
     return;
   }
   process.stdout.write(`\nrunplane tests: PostgreSQL server at ${new URL(adminUrl).host}; one database per jest worker, cloned from a migrated template.\n`);

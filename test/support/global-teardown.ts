@@ -2,7 +2,10 @@ import type { EmbeddedPostgres } from '../../src/infra/database/embedded-postgre
 import { dropStaleDatabases, withAdminClient } from './test-databases';
 
 export default async function globalTeardown(): Promise<void> {
-  const embedded = (globalThis as { __embedded?: EmbeddedPostgres }).__embedded;
-  if (embedded) return embedded.stop();
+  const embedded = (globalThis as { __embedded?: EmbeddedPostgres[] }).__embedded;
+  if (embedded) {
+    for (const e of embedded) await e.stop();
+    return;
+  }
   await withAdminClient(process.env.RUNPLANE_TEST_ADMIN_URL!, dropStaleDatabases);
 }

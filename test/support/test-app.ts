@@ -9,7 +9,7 @@ import { AppModule } from '../../src/app.module';
 import { configureApp } from '../../src/configure-app';
 import type { GlobalRole } from '../../src/common/auth/principal';
 import { UsersService } from '../../src/modules/users/users.service';
-import { workerDatabaseUrl } from './test-databases';
+import { OwnDatabase, workerDatabaseUrl } from './test-databases';
 
 export const embeddedOnly = process.env.RUNPLANE_TEST_EMBEDDED === '1';
 /** For tests that need real concurrency (SKIP LOCKED, advisory locks, parallel transactions). */
@@ -34,10 +34,12 @@ export interface TestUser {
 export const uniqueName = (prefix: string) => `${prefix}-${randomBytes(5).toString('hex')}`;
 
 /** The real AppModule over this worker's database, configured exactly as `serve` does it. */
-export async function createTestApp(env: Record<string, string> = {}, options: { ownDatabase?: string } = {}): Promise<TestApp> {
+export async function createTestApp(env: Record<string, string> = {}, options: { ownDatabase?: OwnDatabase } = {}): Promise<TestApp> {
   process.env.DATABASE_URL = await workerDatabaseUrl(options.ownDatabase);
   process.env.LOG_LEVEL = 'silent';
   process.env.RUNPLANE_BACKGROUND_LOOPS = 'false';
+  // The embedded database is one session for every client: the app treats it as it treats its own embedded one.
+  process.env.DATABASE_EMBEDDED = embeddedOnly ? 'true' : 'false';
   Object.assign(process.env, env);
   const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile();
   const app = moduleRef.createNestApplication<NestExpressApplication>({ logger: false });

@@ -56,11 +56,25 @@ function isAlive(pid: number): boolean {
 }
 
 /**
+ * Test files that check whole-database properties and so get a database of their own. On the embedded database
+ * (PGlite can only start outside jest's sandbox) global setup starts one per name.
+ */
+export const OWN_DATABASES = ['billing', 'lifecycle', 'workload'] as const;
+export type OwnDatabase = (typeof OWN_DATABASES)[number];
+
+export const embeddedUrlVariable = (own: string) => `RUNPLANE_TEST_EMBEDDED_URL_${own.toUpperCase()}`;
+
+/**
  * The database of this jest worker, cloned from the template the first time any test file of it asks. A test
  * file that checks whole-database properties (the invariants) asks for one of its own with `own`.
  */
-export async function workerDatabaseUrl(own?: string): Promise<string> {
-  if (process.env.RUNPLANE_TEST_EMBEDDED === '1') return process.env.RUNPLANE_TEST_EMBEDDED_URL!;
+export async function workerDatabaseUrl(own?: OwnDatabase): Promise<string> {
+  if (process.env.RUNPLANE_TEST_EMBEDDED === '1') {
+    if (!own) return process.env.RUNPLANE_TEST_EMBEDDED_URL!;
+    const url = process.env[embeddedUrlVariable(own)];
+    if (!url) throw new Error(`no embedded database for '${own}': add it to OWN_DATABASES`);
+    return url;
+  }
   const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
   const name = `${runPrefix()}_w${process.env.JEST_WORKER_ID ?? '1'}${own ? `_${own}` : ''}`;
   await withAdminClient(adminUrl, async (c) => {

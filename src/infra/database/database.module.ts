@@ -23,8 +23,8 @@ const embeddedByUrl = new Map<string, EmbeddedPostgres>();
         const options = {
           ...dataSourceOptions({
             url: env.DATABASE_URL ?? embedded!.url,
-            poolSize: embedded ? 1 : env.DATABASE_POOL_SIZE,
-            embedded: !!embedded,
+            poolSize: embedded || env.DATABASE_EMBEDDED ? 1 : env.DATABASE_POOL_SIZE,
+            embedded: !!embedded || env.DATABASE_EMBEDDED,
           }),
           autoLoadEntities: true,
         };

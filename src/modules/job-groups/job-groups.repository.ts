@@ -268,8 +268,8 @@ export class JobGroupsRepository {
   }
 
   /** The group and every descendant. */
-  async subtreeIds(runId: string, jobGroupId: number): Promise<number[]> {
-    const rows: { id: number }[] = await this.dataSource.query(
+  async subtreeIds(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<number[]> {
+    const rows: { id: number }[] = await m.query(
       `SELECT job_group_id AS id FROM job_group_self_and_ancestors WHERE run_id = $1 AND ancestor_id = $2`,
       [runId, jobGroupId],
     );

@@ -309,8 +309,8 @@ export class JobGroupsService {
     return this.groups.selfAndAncestorIds(m, runId, jobGroupId);
   }
 
-  subtreeIds(runId: string, jobGroupId: number): Promise<number[]> {
-    return this.groups.subtreeIds(runId, jobGroupId);
+  subtreeIds(runId: string, jobGroupId: number, m?: EntityManager): Promise<number[]> {
+    return this.groups.subtreeIds(runId, jobGroupId, m);
   }
 }
 

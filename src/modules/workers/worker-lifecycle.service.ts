@@ -171,7 +171,7 @@ export class WorkerLifecycleService {
     let total = 0;
     for (const c of await this.groups.unswept(maxCancellations)) {
       total += await this.tx.run(async (m) => {
-        const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId);
+        const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId, m);
         const outcome = cancelledJobOutcome(c);
         const done = await this.subs.terminateQueued(m, c.runId, ids, outcome.status, outcome.terminationReason, batch);
         if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
