@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { UsersService } from '../src/modules/users/users.service';
-import { Claimed, DONE, ERROR, httpPost, ReferenceWorker, timedReports } from './reference-worker';
+import { Claimed, claimAndStartAll, DONE, ERROR, httpPost, ReferenceWorker, timedReports } from './reference-worker';
 import { BenchEnv, fmtInt, fmtMs, fmtRatio, log, measureSideBySide, printTable, QUICK, TargetResult, verdict } from './support';
 
 /**
@@ -178,19 +178,7 @@ async function throughput(env: BenchEnv, project: string, token: string): Promis
   const total = JOBS_PER_LEVEL * (DEPTH + 1);
   const post = httpPost(env.baseUrl, token);
   const workers = Array.from({ length: WORKERS }, (_, i) => new ReferenceWorker(post, `bench-billing-w${i}`));
-  const held: Claimed[][] = workers.map(() => []);
-  await Promise.all(
-    workers.map(async (w, i) => {
-      for (;;) {
-        const got = await w.claim(50);
-        if (got.length === 0) return;
-        for (const s of got) {
-          await expectOk('running', w.running(s.id));
-          held[i].push(s);
-        }
-      }
-    }),
-  );
+  const held = await claimAndStartAll(workers);
   const claimed = held.reduce((n, h) => n + h.length, 0);
   log(`   (b) ${fmtInt(total)} jobs in one run over a depth-${DEPTH} chain, ${fmtInt(claimed)} claimed and running on ${WORKERS} workers`);
 

@@ -1,5 +1,5 @@
 import { UsersService } from '../src/modules/users/users.service';
-import { Claimed, DONE, ERROR, httpPost, ReferenceWorker, timedReports } from './reference-worker';
+import { claimAndStartAll, DONE, ERROR, httpPost, ReferenceWorker, timedReports } from './reference-worker';
 import { BenchEnv, fmtInt, log, printTable, QUICK, TargetResult } from './support';
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 8); // the target is for 8
@@ -24,19 +24,7 @@ export async function runLifecycle(env: BenchEnv): Promise<TargetResult[]> {
   const total = JOBS_PER_LEVEL * 6;
   const post = httpPost(env.baseUrl, service.token);
   const workers = Array.from({ length: WORKERS }, (_, i) => new ReferenceWorker(post, `bench-w${i}`));
-  const held: Claimed[][] = workers.map(() => []);
-  await Promise.all(
-    workers.map(async (w, i) => {
-      for (;;) {
-        const got = await w.claim(50);
-        if (got.length === 0) return;
-        for (const s of got) {
-          await w.running(s.id);
-          held[i].push(s);
-        }
-      }
-    }),
-  );
+  const held = await claimAndStartAll(workers);
   const claimed = held.reduce((n, h) => n + h.length, 0);
   log(`lifecycle: ${fmtInt(total)} jobs in one run over a depth-5 chain, ${fmtInt(claimed)} claimed by ${WORKERS} workers`);
 

@@ -105,6 +105,28 @@ export class ReferenceWorker {
 }
 
 /**
+ * The untimed set-up of a throughput benchmark: every worker claims until the queue is empty and reports each claimed
+ * submission running. Returns what each worker holds.
+ */
+export async function claimAndStartAll(workers: ReferenceWorker[]): Promise<Claimed[][]> {
+  const held: Claimed[][] = workers.map(() => []);
+  await Promise.all(
+    workers.map(async (w, i) => {
+      for (;;) {
+        const got = await w.claim(50);
+        if (got.length === 0) return;
+        for (const s of got) {
+          const r = await w.running(s.id);
+          if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);
+          held[i].push(s);
+        }
+      }
+    }),
+  );
+  return held;
+}
+
+/**
  * One timed phase of a benchmark: every worker sends `report` for each submission it holds, all workers at once.
  * Returns the wall time and the answers counted by HTTP status.
  */
