@@ -204,7 +204,15 @@ export async function createBenchEnv(suite: string): Promise<BenchEnv> {
     await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
     await c.query(`CREATE DATABASE "${dbName}"`);
   });
-  const dropDb: Cleanup = () => withAdminClient(async (c) => void (await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`)));
+  // BENCH_KEEP_DB=1 keeps the loaded data for inspection, renamed out of the stale-database sweep.
+  const kept = `runplane_kept_${suite.replace(/[^a-z0-9]/g, '_')}`;
+  const dropDb: Cleanup = () =>
+    withAdminClient(async (c) => {
+      if (process.env.BENCH_KEEP_DB !== '1') return void (await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`));
+      await c.query(`DROP DATABASE IF EXISTS "${kept}" WITH (FORCE)`);
+      await c.query(`ALTER DATABASE "${dbName}" RENAME TO "${kept}"`);
+      log(`kept the database as ${kept}`);
+    });
   cleanups.add(dropDb);
 
   const ds = new DataSource(dataSourceOptions({ url, poolSize: 1, embedded: false }));

@@ -3,6 +3,7 @@ import { CreateRunsJobsAndJobGroups1764720000000 } from './1764720000000-CreateR
 import { AddSweptAtToJobGroupsCancelled1764806400000 } from './1764806400000-AddSweptAtToJobGroupsCancelled';
 import { CreateBillingTables1764892800000 } from './1764892800000-CreateBillingTables';
 import { AddCancelledToJobGroupCounters1764979200000 } from './1764979200000-AddCancelledToJobGroupCounters';
+import { MoveRunActiveCountsToRootCounters1765065600000 } from './1765065600000-MoveRunActiveCountsToRootCounters';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -11,4 +12,5 @@ export const MIGRATIONS = [
   AddSweptAtToJobGroupsCancelled1764806400000,
   CreateBillingTables1764892800000,
   AddCancelledToJobGroupCounters1764979200000,
+  MoveRunActiveCountsToRootCounters1765065600000,
 ];

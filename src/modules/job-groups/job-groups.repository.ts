@@ -22,7 +22,16 @@ export interface Counts {
   nCancelled: number;
 }
 
-export interface ChainLevel extends Counts {
+/** The run's active counts, kept on its root group's counters row (zero on every other group). */
+export interface ActiveCounts {
+  nProvisioning: number;
+  nRunning: number;
+  nRetrying: number;
+}
+
+export type ActiveDelta = Partial<ActiveCounts>;
+
+export interface ChainLevel extends Counts, ActiveCounts {
   jobGroupId: number;
   level: number;
   cancelAfterNFailures: number | null;
@@ -39,7 +48,8 @@ export type CountsDelta = Partial<Counts>;
  */
 const LOCK_CHAIN = `WITH locked AS (
   SELECT sa.ancestor_id AS "jobGroupId", sa.level, g.cancel_after_n_failures AS "cancelAfterNFailures", c.cancelled,
-         c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled"
+         c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled",
+         c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"
     FROM job_group_self_and_ancestors sa
     JOIN job_group_counters c ON c.run_id = sa.run_id AND c.job_group_id = sa.ancestor_id
     JOIN job_groups g ON g.run_id = sa.run_id AND g.job_group_id = sa.ancestor_id
@@ -49,6 +59,7 @@ const LOCK_CHAIN = `WITH locked AS (
 )`;
 
 const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled"`;
+const ACTIVE = `c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"`;
 const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy", x.reason`;
 
 @Injectable()
@@ -95,10 +106,16 @@ export class JobGroupsRepository {
 
   /**
    * lockChain and, unless a locked level is cancelled, counting `d` into every level, in one statement (one round
-   * trip while the chain's hottest rows are held). Returns the levels as they stand afterwards and whether the
-   * delta was counted.
+   * trip while the chain's hottest rows are held); the run's active counts on the root move by `active` either way.
+   * Returns the levels as they stand afterwards and whether `d` was counted.
    */
-  async lockChainAndCount(m: EntityManager, runId: string, jobGroupId: number, d: CountsDelta): Promise<{ levels: ChainLevel[]; counted: boolean }> {
+  async lockChainAndCount(
+    m: EntityManager,
+    runId: string,
+    jobGroupId: number,
+    d: CountsDelta,
+    active: ActiveDelta,
+  ): Promise<{ levels: ChainLevel[]; counted: boolean }> {
     const rows = await preparedQuery<ChainLevel & { counted: boolean }>(
       m,
       'job_groups_lock_chain_and_count',
@@ -106,21 +123,42 @@ export class JobGroupsRepository {
        verdict AS (SELECT NOT coalesce(bool_or(cancelled), false) AS counted FROM locked),
        updated AS (
          UPDATE job_group_counters c
-            SET n_jobs = c.n_jobs + $3, n_completed = c.n_completed + $4, n_succeeded = c.n_succeeded + $5,
-                n_failed = c.n_failed + $6, n_cancelled = c.n_cancelled + $7
+            SET n_jobs = c.n_jobs + CASE WHEN v.counted THEN $3 ELSE 0 END,
+                n_completed = c.n_completed + CASE WHEN v.counted THEN $4 ELSE 0 END,
+                n_succeeded = c.n_succeeded + CASE WHEN v.counted THEN $5 ELSE 0 END,
+                n_failed = c.n_failed + CASE WHEN v.counted THEN $6 ELSE 0 END,
+                n_cancelled = c.n_cancelled + CASE WHEN v.counted THEN $7 ELSE 0 END,
+                n_provisioning = c.n_provisioning + CASE WHEN c.job_group_id = 0 THEN $8 ELSE 0 END,
+                n_running = c.n_running + CASE WHEN c.job_group_id = 0 THEN $9 ELSE 0 END,
+                n_retrying = c.n_retrying + CASE WHEN c.job_group_id = 0 THEN $10 ELSE 0 END
            FROM locked l, verdict v
-          WHERE v.counted AND c.run_id = $1 AND c.job_group_id = l."jobGroupId"
-      RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}
+          WHERE (v.counted OR l."jobGroupId" = 0) AND c.run_id = $1 AND c.job_group_id = l."jobGroupId"
+      RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}, ${ACTIVE}
        )
        SELECT l."jobGroupId", l.level, l."cancelAfterNFailures", l.cancelled, v.counted,
               coalesce(u."nJobs", l."nJobs") AS "nJobs", coalesce(u."nCompleted", l."nCompleted") AS "nCompleted",
               coalesce(u."nSucceeded", l."nSucceeded") AS "nSucceeded", coalesce(u."nFailed", l."nFailed") AS "nFailed",
-              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled"
+              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled", coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
+              coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying"
          FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
         ORDER BY l.level`,
-      [runId, jobGroupId, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0],
+      [runId, jobGroupId, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0, active.nProvisioning ?? 0, active.nRunning ?? 0, active.nRetrying ?? 0],
     );
     return { levels: rows.map(({ counted: _, ...level }) => level), counted: rows[0]?.counted ?? false };
+  }
+
+  /** Moves the run's active counts on its root counters row (locking it); the row as it stands afterwards. */
+  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<Counts & ActiveCounts & { cancelled: boolean }> {
+    const [row] = await preparedQuery<Counts & ActiveCounts & { cancelled: boolean }>(
+      m,
+      'job_groups_move_active',
+      `UPDATE job_group_counters c SET n_provisioning = c.n_provisioning + $2, n_running = c.n_running + $3, n_retrying = c.n_retrying + $4
+        WHERE c.run_id = $1 AND c.job_group_id = 0
+        RETURNING ${COUNTS}, ${ACTIVE}, c.cancelled`,
+      [runId, d.nProvisioning ?? 0, d.nRunning ?? 0, d.nRetrying ?? 0],
+    );
+    if (!row) throw new Error(`run ${runId} has no job group 0`);
+    return row;
   }
 
   async markCancelled(m: EntityManager, runId: string, jobGroupId: number): Promise<void> {
@@ -225,16 +263,16 @@ export class JobGroupsRepository {
     return (await this.dataSource.query(`SELECT DISTINCT run_id AS "runId" FROM job_groups_cancelled`)).map((r: { runId: string }) => r.runId);
   }
 
-  async countsOf(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<Counts | null> {
-    const [row] = await m.query(`SELECT ${COUNTS} FROM job_group_counters c WHERE c.run_id = $1 AND c.job_group_id = $2`, [runId, jobGroupId]);
+  async countsOf(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<(Counts & ActiveCounts) | null> {
+    const [row] = await m.query(`SELECT ${COUNTS}, ${ACTIVE} FROM job_group_counters c WHERE c.run_id = $1 AND c.job_group_id = $2`, [runId, jobGroupId]);
     return row ?? null;
   }
 
-  /** Root counters of several runs at once (for run lists). */
-  async rootCounts(runIds: string[]): Promise<Map<string, Counts>> {
+  /** Root counters, with the runs' active counts, of several runs at once (invariants check). */
+  async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
     if (runIds.length === 0) return new Map();
-    const rows: (Counts & { runId: string })[] = await this.dataSource.query(
-      `SELECT c.run_id AS "runId", ${COUNTS} FROM job_group_counters c WHERE c.run_id = ANY($1::uuid[]) AND c.job_group_id = 0`,
+    const rows: (Counts & ActiveCounts & { runId: string })[] = await this.dataSource.query(
+      `SELECT c.run_id AS "runId", ${COUNTS}, ${ACTIVE} FROM job_group_counters c WHERE c.run_id = ANY($1::uuid[]) AND c.job_group_id = 0`,
       [runIds],
     );
     return new Map(rows.map((r) => [r.runId, r]));

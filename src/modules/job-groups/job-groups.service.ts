@@ -5,7 +5,9 @@ import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { Cancellation, GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
 import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
-import { ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
+import { ActiveCounts, ActiveDelta, ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
+
+export type { ActiveCounts, ActiveDelta };
 
 /** A group and its ancestors with their counters locked (deepest first), and the cancellation that applies, if any. */
 export interface Chain {
@@ -26,9 +28,19 @@ export interface GroupTreeRequest {
   cancelAfterNFailures?: number;
 }
 
+/** What a run's status derives from: its root group's counters and active counts, and a stop (group 0 cancelled). */
 export interface RootState {
-  counts: Counts;
+  counts: Counts & ActiveCounts;
   stopReason: string | null;
+}
+
+/**
+ * A transaction's change to a run's root, both ends taken while holding the root's counters row: the state it
+ * found (the last committed one) and the state it leaves.
+ */
+export interface RootChange {
+  before: RootState;
+  after: RootState;
 }
 
 const groupCancelled = (id: number, c: Cancellation) =>
@@ -132,13 +144,30 @@ export class JobGroupsService {
    * A job's final outcome: locks its chain and counts the outcome in the same statement unless a group above it is
    * cancelled (then the cancellation counted it already), then marks complete groups and applies fail-fast.
    */
-  async countOutcome(m: EntityManager, runId: string, jobGroupId: number, outcome: JobOutcome): Promise<{ counted: boolean; root: RootState; cancellations: Cancellation[] }> {
-    const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, outcomeDelta(outcome));
+  async countOutcome(
+    m: EntityManager,
+    runId: string,
+    jobGroupId: number,
+    outcome: JobOutcome,
+    active: ActiveDelta,
+  ): Promise<{ counted: boolean; root: RootChange; cancellations: Cancellation[] }> {
+    const delta = outcomeDelta(outcome);
+    const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, delta, active);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     const chain = await this.withCancellations(m, runId, jobGroupId, levels);
-    if (!counted) return { counted, root: this.rootOf(chain), cancellations: [] };
+    const root = levels[levels.length - 1];
+    const before = { counts: subtract(root, counted ? delta : {}, active), stopReason: chain.stopReason };
+    if (!counted) return { counted, root: { before, after: this.rootOf(chain) }, cancellations: [] };
     const done = await this.afterCounting(m, chain, levels, outcome);
-    return { counted, ...done };
+    return { counted, root: { before, after: done.root }, cancellations: done.cancellations };
+  }
+
+  /** Moves the run's active counts on its root's counters row (locking it, if the caller hasn't yet). */
+  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<RootChange> {
+    const row = await this.groups.moveActive(m, runId, d);
+    // A stopped run is rare: only then is the reason looked up.
+    const stopReason = row.cancelled ? ((await this.groups.chainCancellations(runId, 0, m))[0]?.reason ?? null) : null;
+    return { before: { counts: subtract(row, {}, d), stopReason }, after: { counts: row, stopReason } };
   }
 
   /** After an outcome was counted into `levels` (current counts): complete groups, fail-fast, the root's state. */
@@ -155,12 +184,12 @@ export class JobGroupsService {
       }
     }
     const stop = made.find((c) => c.jobGroupId === 0);
-    return { cancellations: made, root: { counts: levels[levels.length - 1], stopReason: stop?.reason ?? chain.stopReason } };
+    return { cancellations: made, root: { counts: { ...levels[levels.length - 1] }, stopReason: stop?.reason ?? chain.stopReason } };
   }
 
   /** The root's state as a locked chain holds it (the chain's last level is group 0, locked and current). */
   rootOf(chain: Chain): RootState {
-    return { counts: chain.levels[chain.levels.length - 1], stopReason: chain.stopReason };
+    return { counts: { ...chain.levels[chain.levels.length - 1] }, stopReason: chain.stopReason };
   }
 
   /**
@@ -263,7 +292,7 @@ export class JobGroupsService {
     return out;
   }
 
-  async rootCounts(runIds: string[]): Promise<Map<string, Counts>> {
+  async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
     return this.groups.rootCounts(runIds);
   }
 
@@ -312,6 +341,20 @@ export class JobGroupsService {
   subtreeIds(runId: string, jobGroupId: number, m?: EntityManager): Promise<number[]> {
     return this.groups.subtreeIds(runId, jobGroupId, m);
   }
+}
+
+/** Counters as they were before `d` and `active` were added. */
+function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDelta): Counts & ActiveCounts {
+  return {
+    nJobs: c.nJobs - (d.nJobs ?? 0),
+    nCompleted: c.nCompleted - (d.nCompleted ?? 0),
+    nSucceeded: c.nSucceeded - (d.nSucceeded ?? 0),
+    nFailed: c.nFailed - (d.nFailed ?? 0),
+    nCancelled: c.nCancelled - (d.nCancelled ?? 0),
+    nProvisioning: c.nProvisioning - (active.nProvisioning ?? 0),
+    nRunning: c.nRunning - (active.nRunning ?? 0),
+    nRetrying: c.nRetrying - (active.nRetrying ?? 0),
+  };
 }
 
 function outcomeDelta(outcome: JobOutcome) {

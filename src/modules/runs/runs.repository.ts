@@ -14,14 +14,6 @@ export interface NewRun {
   attributes: Record<string, unknown>;
 }
 
-export interface ActiveDelta {
-  nProvisioning?: number;
-  nRunning?: number;
-  nRetrying?: number;
-}
-
-export type RunStatusFacts = Pick<Run, 'nProvisioning' | 'nRunning' | 'nRetrying' | 'status' | 'statusMessage' | 'terminationReason'>;
-
 export interface RunListFilter {
   /** undefined = every project (global admin). */
   projectIds?: string[];
@@ -70,20 +62,6 @@ export class RunsRepository {
 
   async lockRun(m: EntityManager, runId: string): Promise<Run | null> {
     return m.getRepository(Run).createQueryBuilder('r').setLock('pessimistic_write').where('r.id = :runId', { runId }).getOne();
-  }
-
-  /** Applies active-count deltas and locks the run row (the last lock every run-level transition takes). */
-  async applyActiveDelta(m: EntityManager, runId: string, d: ActiveDelta): Promise<RunStatusFacts> {
-    const [row] = await preparedQuery<RunStatusFacts>(
-      m,
-      'runs_apply_active_delta',
-      `UPDATE runs SET n_provisioning = n_provisioning + $2, n_running = n_running + $3, n_retrying = n_retrying + $4 WHERE id = $1
-       RETURNING n_provisioning AS "nProvisioning", n_running AS "nRunning", n_retrying AS "nRetrying",
-                 status, status_message AS "statusMessage", termination_reason AS "terminationReason"`,
-      [runId, d.nProvisioning ?? 0, d.nRunning ?? 0, d.nRetrying ?? 0],
-    );
-    if (!row) throw new Error(`run ${runId} vanished`);
-    return row;
   }
 
   async setStatus(m: EntityManager, runId: string, s: DerivedRunStatus, finished: boolean): Promise<void> {

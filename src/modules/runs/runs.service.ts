@@ -9,17 +9,17 @@ import { withRawJson } from '../../common/json/raw-json';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
-import { JobGroupsService, RootState } from '../job-groups/job-groups.service';
+import { ActiveDelta, JobGroupsService, RootChange, RootState } from '../job-groups/job-groups.service';
 import { JobView, SubmissionView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
 import { UsersService } from '../users/users.service';
-import { deriveRunStatus, FINISHED_RUN_STATUSES, RetryPolicy, RUN_STATUSES } from './dto/run-status';
+import { DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES, RetryPolicy, RUN_STATUSES } from './dto/run-status';
 import { RunListQueryDto, RunView } from './dto/run-view.dto';
 import { MAX_JOBS_PER_REQUEST, SubmitRunDto } from './dto/submit-run.dto';
 import { Run } from './entities/run.entity';
-import { ActiveDelta, RunsRepository } from './runs.repository';
+import { RunsRepository } from './runs.repository';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -139,17 +139,29 @@ export class RunsService {
   }
 
   /**
-   * Applies active-count changes and re-derives the run's status. Locks the run row first and only then reads the
-   * root counters (unless the caller holds them locked), so the last transaction to touch a run sees every commit.
+   * Re-derives the run's status after the caller changed its root (holding the root's counters row locked).
+   *
+   * With the change's two ends known, the run row is written only when the derived status differs between them:
+   * every change to a root happens under its lock and ends here, so the run row holds the status of the state the
+   * change found. That keeps the run row out of nearly every lifecycle transaction. Without them (stop, cancel,
+   * jobs added, a new run: rare), the run row is locked and compared with the root as it stands.
    */
-  async refreshStatus(m: EntityManager, runId: string, delta: ActiveDelta = {}, lockedRoot?: RootState): Promise<void> {
-    const run = await this.runs.applyActiveDelta(m, runId, delta);
-    // A caller holding the root's counters locked already knows them exactly; anyone else reads them now.
-    const root = lockedRoot ?? (await this.groups.rootState(m, runId));
-    const derived = deriveRunStatus({ ...root.counts, nProvisioning: run.nProvisioning, nRunning: run.nRunning, nRetrying: run.nRetrying, stopReason: root.stopReason });
-    if (derived.status !== run.status || derived.statusMessage !== run.statusMessage || derived.terminationReason !== run.terminationReason) {
-      await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
+  async refreshStatus(m: EntityManager, runId: string, change?: RootChange): Promise<void> {
+    if (change) {
+      const after = derive(change.after);
+      if (!sameStatus(derive(change.before), after)) await this.runs.setStatus(m, runId, after, FINISHED_RUN_STATUSES.includes(after.status));
+      return;
     }
+    const run = await this.runs.lockRun(m, runId);
+    if (!run) throw new Error(`run ${runId} vanished`);
+    const derived = derive(await this.groups.rootState(m, runId));
+    if (!sameStatus(derived, run)) await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
+  }
+
+  /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and re-derives its status. */
+  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<void> {
+    if (!d.nProvisioning && !d.nRunning && !d.nRetrying) return;
+    await this.refreshStatus(m, runId, await this.groups.moveActive(m, runId, d));
   }
 
   /** Invariants 1 and 6 for runs: active counts match the jobs, status is what the counters derive, root = run. */
@@ -161,13 +173,13 @@ export class RunsService {
     const out: string[] = [];
     for (const r of runs) {
       const a = byRun.get(r.id) ?? { nProvisioning: 0, nRunning: 0, nRetrying: 0 };
-      if (a.nProvisioning !== r.nProvisioning || a.nRunning !== r.nRunning || a.nRetrying !== r.nRetrying) {
-        out.push(`run ${r.id}: active counts ${JSON.stringify([r.nProvisioning, r.nRunning, r.nRetrying])} but jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`);
-      }
       const root = roots.get(r.id);
       if (!root) {
         out.push(`run ${r.id}: has no job group 0`);
         continue;
+      }
+      if (a.nProvisioning !== root.nProvisioning || a.nRunning !== root.nRunning || a.nRetrying !== root.nRetrying) {
+        out.push(`run ${r.id}: active counts ${JSON.stringify([root.nProvisioning, root.nRunning, root.nRetrying])} but jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`);
       }
       const rootStop = stops.get(r.id)?.get(0);
       const derived = deriveRunStatus({ ...root, ...a, stopReason: rootStop && rootStop.jobGroupId === 0 ? rootStop.reason : null });
@@ -278,6 +290,10 @@ export class RunsService {
     return toRunView(fresh, project, user, jobs.get(run.id) ?? [], cost);
   }
 }
+
+const derive = (root: RootState): DerivedRunStatus => deriveRunStatus({ ...root.counts, stopReason: root.stopReason });
+
+const sameStatus = (a: DerivedRunStatus, b: DerivedRunStatus) => a.status === b.status && a.statusMessage === b.statusMessage && a.terminationReason === b.terminationReason;
 
 function toRunView(r: Run, project: string, user: string, jobs: RunView['jobs'], cost: CostReport): RunView {
   return {

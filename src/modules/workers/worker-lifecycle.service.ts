@@ -5,10 +5,9 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
-import { JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
+import { ActiveDelta, JobGroupsService, JobOutcome, RootChange } from '../job-groups/job-groups.service';
 import { isFinished, SubmissionStatus } from '../jobs/dto/job-spec';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
-import { ActiveDelta } from '../runs/runs.repository';
 import { RunsService } from '../runs/runs.service';
 import { ClaimDto, ClaimedSubmissionView, CompleteDto, CompleteView, HeartbeatDto, RunningDto } from './dto/worker.dto';
 import { shouldRetry } from './retry-policy';
@@ -24,7 +23,7 @@ function owned(s: SubmissionFacts | null | undefined, id: string, workerId: stri
 
 const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'cancelled' };
 
-/** The active count a submission occupies on its run while in `status`. */
+/** The active count a submission occupies on its run (its root group's counters) while in `status`. */
 function activeDelta(status: SubmissionStatus, sign: 1 | -1, submissionNum: number): ActiveDelta {
   if (status === 'provisioning') return { nProvisioning: sign };
   if (status === 'running' || status === 'terminating') return { nRunning: sign };
@@ -42,7 +41,8 @@ function addDelta(a: ActiveDelta, b: ActiveDelta): ActiveDelta {
 
 /**
  * The worker lifecycle: claim → running → heartbeat → complete, and the lapsed-lease path. Every transition is one
- * transaction taking locks in one order: submission, job, group counters (deepest first), run.
+ * transaction taking locks in one order: submission, job, billing, group counters (deepest first, root last), and
+ * the run row only when the run's status changes.
  */
 @Injectable()
 export class WorkerLifecycleService {
@@ -83,7 +83,7 @@ export class WorkerLifecycleService {
         bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
       }
       const rows = await this.subs.markClaimed(m, picked.map((p) => p.id), body.worker_id, this.env.RUNPLANE_LEASE_SECONDS);
-      for (const runId of [...deltas.keys()].sort()) await this.runs.refreshStatus(m, runId, deltas.get(runId));
+      for (const runId of [...deltas.keys()].sort()) await this.runs.moveActive(m, runId, deltas.get(runId)!);
       return rows;
     });
     return {
@@ -113,7 +113,7 @@ export class WorkerLifecycleService {
       const owner = await this.runs.ownerOf(m, s.runId);
       const jobGroupIds = await this.groups.selfAndAncestorIds(m, s.runId, s.jobGroupId);
       await this.billing.startAttempt(m, { submissionId: s.id, runId: s.runId, jobId: s.jobId, ...owner, jobGroupIds, cpu: s.cpu, memoryMib: s.memoryMib, gpu: s.gpu });
-      await this.runs.refreshStatus(m, s.runId, { nProvisioning: -1, nRunning: 1 });
+      await this.runs.moveActive(m, s.runId, { nProvisioning: -1, nRunning: 1 });
       return { status: 'running', lease_expires_at: lease.toISOString() };
     });
   }
@@ -175,7 +175,7 @@ export class WorkerLifecycleService {
         const outcome = cancelledJobOutcome(c);
         const done = await this.subs.terminateQueued(m, c.runId, ids, outcome.status, outcome.terminationReason, batch);
         if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
-        if (done.n > 0) await this.runs.refreshStatus(m, c.runId, { nRetrying: -done.retries });
+        await this.runs.moveActive(m, c.runId, { nRetrying: -done.retries });
         return done.n;
       });
     }
@@ -187,12 +187,11 @@ export class WorkerLifecycleService {
     const retryable = status === 'failed' || status === 'terminated';
     const policy = retryable ? await this.runs.retryPolicy(m, s.runId) : undefined;
     let retry: CompleteView['retry_submission'] = null;
-    let root;
+    let root: RootChange;
     if (retryable && shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
       await this.subs.finish(m, s, status, reason, exitStatus);
       // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
       const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
-      root = this.groups.rootOf(chain);
       if (chain.cancellation) {
         await this.subs.finishJob(m, job, status, reason, false);
       } else {
@@ -200,15 +199,17 @@ export class WorkerLifecycleService {
         retry = { id: next.id, submission_num: next.submissionNum };
         delta = addDelta(delta, { nRetrying: 1 });
       }
+      root = await this.groups.moveActive(m, s.runId, delta);
     } else {
       // The submission and job rows are written before the hot counter rows are locked; in the rare case a
-      // cancellation already counted this job, the job's flag is put back.
+      // cancellation already counted this job, the job's flag is put back. The run's active counts move in the
+      // same statement that counts the outcome.
       await this.subs.finishWithJob(m, s, status, reason, exitStatus, true);
-      const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status]);
+      const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status], delta);
       if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
       root = result.root;
     }
-    await this.runs.refreshStatus(m, s.runId, delta, root);
+    await this.runs.refreshStatus(m, s.runId, root);
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
   }
 

@@ -3,6 +3,7 @@ import { Check, Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
 /** Recursive job counts of a group's whole subtree, apart from the group row so hot updates never lock it. */
 @Entity('job_group_counters')
 @ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], { name: 'fk_job_group_counters_group', onDelete: 'CASCADE' })
+@Check('ck_job_group_counters_active', 'n_provisioning >= 0 AND n_running >= 0 AND n_retrying >= 0 AND (job_group_id = 0 OR n_provisioning + n_running + n_retrying = 0)')
 @Check('ck_job_group_counters_sum', 'n_completed = n_succeeded + n_failed + n_cancelled AND n_completed <= n_jobs AND n_completed >= 0')
 export class JobGroupCounters {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_group_counters' })
@@ -29,4 +30,17 @@ export class JobGroupCounters {
   /** This group itself is cancelled (the who/when/why is in job_groups_cancelled). */
   @Column({ type: 'boolean', default: false })
   cancelled!: boolean;
+
+  /**
+   * The run's active counts, kept on group 0 only (group 0 is the run): jobs whose newest submission is being
+   * provisioned / running or terminating / a queued retry. What run status derivation needs besides the counts.
+   */
+  @Column({ type: 'integer', default: 0 })
+  nProvisioning!: number;
+
+  @Column({ type: 'integer', default: 0 })
+  nRunning!: number;
+
+  @Column({ type: 'integer', default: 0 })
+  nRetrying!: number;
 }

@@ -39,16 +39,6 @@ export class Run {
   @Column({ type: 'jsonb', default: {} })
   attributes!: Record<string, unknown>;
 
-  /** Jobs whose newest submission is being provisioned / running / a queued retry: what status derivation needs. */
-  @Column({ type: 'integer', default: 0 })
-  nProvisioning!: number;
-
-  @Column({ type: 'integer', default: 0 })
-  nRunning!: number;
-
-  @Column({ type: 'integer', default: 0 })
-  nRetrying!: number;
-
   /** Millisecond precision, so a keyset cursor carried as a JS date is exact. */
   @Column({ type: 'timestamptz', precision: 3, default: () => 'now()' })
   submittedAt!: Date;
