@@ -301,12 +301,23 @@ async function measure(t: TestApp, fn: () => Promise<unknown>): Promise<Measured
   const out: Measured = { client: 0, runner: 0, viaDataSource: 0, viaManager: 0, rows: 0, sql: [], statements: [] };
   const pending: Promise<unknown>[] = [];
   const clientSpy = jest.spyOn(pgClientProto, 'query').mockImplementation(function (this: unknown, ...args: unknown[]) {
-    const first = args[0] as string | { text?: string } | undefined;
+    const first = args[0] as string | { text?: string; values?: unknown[] } | undefined;
     const text = typeof first === 'string' ? first : (first?.text ?? '<query object>');
+    const params = Array.isArray(args[1]) ? (args[1] as unknown[]) : typeof first === 'object' && Array.isArray(first.values) ? first.values : [];
     out.sql.push(text);
-    out.statements.push({ sql: text, params: Array.isArray(args[1]) ? (args[1] as unknown[]) : [] });
+    out.statements.push({ sql: text, params });
     const result = original.apply(this, args);
-    if (result && typeof (result as Promise<unknown>).then === 'function') {
+    if (result && typeof (result as { on?: unknown }).on === 'function' && typeof (result as Promise<unknown>).then !== 'function') {
+      // A submitted Query whose rows are streamed (forEachRow): count them as they go by.
+      const streamed = result as { on: (event: string, fn: (...a: unknown[]) => void) => void };
+      pending.push(
+        new Promise<void>((resolve) => {
+          streamed.on('row', () => void out.rows++);
+          streamed.on('end', () => resolve());
+          streamed.on('error', () => resolve());
+        }),
+      );
+    } else if (result && typeof (result as Promise<unknown>).then === 'function') {
       pending.push(
         (result as Promise<{ rows?: unknown[] } | undefined>).then(
           (r) => {

@@ -9,17 +9,18 @@ import { map, Observable } from 'rxjs';
  * most of the request's cost. Anywhere else (a plain JSON.stringify) it behaves as the value it holds.
  */
 export class RawJson {
-  constructor(readonly text: string) {}
+  /** The JSON text, or its UTF-8 bytes. */
+  constructor(readonly json: string | Buffer) {}
 
   toJSON(): unknown {
     // JSON.stringify calls this before any replacer: while splicing, skip the parse (the replacer uses the text).
-    return splicing ? null : JSON.parse(this.text);
+    return splicing ? null : JSON.parse(typeof this.json === 'string' ? this.json : this.json.toString('utf8'));
   }
 }
 
 let splicing = false;
 
-export const rawJson = (text: string | null): RawJson | null => (text === null ? null : new RawJson(text));
+export const rawJson = (json: string | Buffer | null): RawJson | null => (json === null ? null : new RawJson(json));
 
 const SPLICE = Symbol('runplane:splice-raw-json');
 
@@ -37,21 +38,21 @@ export function withRawJson<T extends object>(body: T): T {
  */
 export function serializeWithRaw(value: unknown, alloc: (size: number) => Buffer = Buffer.allocUnsafe): Buffer {
   const nonce = randomBytes(8).toString('hex');
-  const raws: string[] = [];
+  const raws: (string | Buffer)[] = [];
   splicing = true;
   let skeleton: string;
   try {
     skeleton = JSON.stringify(value, function (this: Record<string, unknown>, key, v: unknown) {
       // toJSON has already run on `v`; the holder still has the RawJson itself.
       const original = this[key];
-      if (original instanceof RawJson) return `\u0000${nonce}:${raws.push(original.text) - 1}`;
+      if (original instanceof RawJson) return `\u0000${nonce}:${raws.push(original.json) - 1}`;
       return v;
     });
   } finally {
     splicing = false;
   }
   // Alternating pieces: skeleton text, then the raw text standing where its marker was.
-  const pieces: string[] = [];
+  const pieces: (string | Buffer)[] = [];
   const marker = new RegExp(`"\\\\u0000${nonce}:(\\d+)"`, 'g');
   let from = 0;
   for (let m = marker.exec(skeleton); m !== null; m = marker.exec(skeleton)) {
@@ -60,10 +61,10 @@ export function serializeWithRaw(value: unknown, alloc: (size: number) => Buffer
   }
   pieces.push(skeleton.slice(from));
   let length = 0;
-  for (const p of pieces) length += Buffer.byteLength(p, 'utf8');
+  for (const p of pieces) length += typeof p === 'string' ? Buffer.byteLength(p, 'utf8') : p.length;
   const out = alloc(length);
   let offset = 0;
-  for (const p of pieces) offset += out.write(p, offset, 'utf8');
+  for (const p of pieces) offset += typeof p === 'string' ? out.write(p, offset, 'utf8') : p.copy(out, offset);
   return out.subarray(0, length);
 }
 
