@@ -276,12 +276,17 @@ async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: n
         WHERE j.id = b.job_id AND b.listed = $1::boolean`,
       [listed],
     );
-    // Every job runs its newest submission: keep the runs' active counts and status in line with that.
+    // Every job runs its newest submission: keep the runs' active counts (on their root groups' counters) and
+    // status in line with that.
+    const running = `SELECT j.run_id, count(*)::int AS n FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
+                      WHERE j.status = 'running' GROUP BY j.run_id`;
     await c.query(
-      `UPDATE runs r SET n_running = x.n, status = 'running', status_message = NULL, termination_reason = NULL
-         FROM (SELECT j.run_id, count(*)::int AS n FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
-                WHERE j.status = 'running' GROUP BY j.run_id) x
-        WHERE r.id = x.run_id`,
+      `UPDATE job_group_counters c SET n_provisioning = 0, n_running = x.n, n_retrying = 0
+         FROM (${running}) x WHERE c.run_id = x.run_id AND c.job_group_id = 0`,
+      [listed],
+    );
+    await c.query(
+      `UPDATE runs r SET status = 'running', status_message = NULL, termination_reason = NULL FROM (${running}) x WHERE r.id = x.run_id`,
       [listed],
     );
     // The shape is what we say it is, or we stop here.
