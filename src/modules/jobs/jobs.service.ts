@@ -49,16 +49,16 @@ export class JobsService {
   async viewsOfRuns(runIds: string[], n: number | null, cancellations: Map<string, GroupCancellations>, m?: EntityManager): Promise<Map<string, JobView[]>> {
     const jobs = await this.jobs.jobsOfRuns(runIds, m);
     // The newest submission is the one the job row points at: for n = 0 (shown as latest only) and n = 1 it is read
-    // by primary key; deeper pages walk the history index.
+    // by that pointer; deeper pages walk the history index.
     const byPointer = n === 0 || n === 1;
-    const latestById = byPointer ? await this.latest.byIds(jobs.map((j) => j.latestSubmissionId), m) : undefined;
+    const newestByJob = byPointer ? await this.latest.newestOf(jobs, m) : undefined;
     const submissions = byPointer ? undefined : await this.latest.latestPerJob(jobs.map((j) => j.id), n, m);
     const out = new Map<string, JobView[]>(runIds.map((id) => [id, []]));
     for (const job of jobs) {
-      const pointed = latestById?.get(job.latestSubmissionId);
+      const pointed = newestByJob?.get(job.id);
       const subs = submissions ? (submissions.get(job.id) ?? []) : n === 1 && pointed ? [pointed] : [];
       const newest = subs.length > 0 ? subs[subs.length - 1] : undefined;
-      const latest = latestById ? latestById.get(job.latestSubmissionId) : newest?.id === job.latestSubmissionId ? newest : undefined;
+      const latest = newestByJob ? pointed : newest?.id === job.latestSubmissionId ? newest : undefined;
       out.get(job.runId)!.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
     }
     return out;

@@ -75,11 +75,22 @@ export class LatestSubmissionsRepository {
     return out;
   }
 
-  /** Submissions by id (each job's latest, when no history is asked for). */
-  async byIds(ids: string[], m: EntityManager = this.dataSource.manager): Promise<Map<string, SubmissionView>> {
-    if (ids.length === 0) return new Map();
-    const views = await this.inParts(ids, m, (part, conn) => this.views(conn, `SELECT ${VIEW_COLUMNS} FROM job_submissions s WHERE s.id = ANY($1::uuid[])`, [part]));
-    return new Map(views.map(({ view }) => [view.id, view]));
+  /**
+   * Each job's newest submission, found by the (job id, latest number) its job row holds: through the same
+   * (job_id, submission_num) index as the deeper walk, so list pages keep one index hot whatever N they ask for.
+   * Map job id → submission.
+   */
+  async newestOf(jobs: { id: string; latestSubmissionNum: number }[], m: EntityManager = this.dataSource.manager): Promise<Map<string, SubmissionView>> {
+    if (jobs.length === 0) return new Map();
+    const views = await this.inParts(jobs, m, (part, conn) =>
+      this.views(
+        conn,
+        `SELECT ${VIEW_COLUMNS} FROM unnest($1::uuid[], $2::int[]) AS k(job_id, num)
+           JOIN job_submissions s ON s.job_id = k.job_id AND s.submission_num = k.num`,
+        [part.map((j) => j.id), part.map((j) => j.latestSubmissionNum)],
+      ),
+    );
+    return new Map(views.map(({ jobId, view }) => [jobId, view]));
   }
 
   /**
@@ -99,7 +110,7 @@ export class LatestSubmissionsRepository {
    * jsonb into text, one row after the other (a recursive walk is never parallelised by PostgreSQL itself), so two
    * halves on two connections finish in a little over half the time: measured 108 → 73 ms for 4,000 rows.
    */
-  private async inParts<T>(ids: string[], m: EntityManager, fetch: (ids: string[], m: EntityManager) => Promise<T[]>): Promise<T[]> {
+  private async inParts<K, T>(ids: K[], m: EntityManager, fetch: (ids: K[], m: EntityManager) => Promise<T[]>): Promise<T[]> {
     if (m.queryRunner || ids.length < FETCH_PARTS) return fetch(ids, m);
     const size = Math.ceil(ids.length / FETCH_PARTS);
     const parts = await Promise.all(Array.from({ length: FETCH_PARTS }, (_, k) => fetch(ids.slice(k * size, (k + 1) * size), m)));
