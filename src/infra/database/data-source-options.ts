@@ -5,6 +5,8 @@ import { SnakeNamingStrategy } from './snake-naming.strategy';
 export interface ConnectionSettings {
   url: string;
   poolSize: number;
+  /** How long an unused connection stays open (default 60 s; see Env.DATABASE_POOL_IDLE_SECONDS). */
+  idleSeconds?: number;
   /** Embedded database: one session; waits for the pool turn into an error instead of a hang. */
   embedded: boolean;
 }
@@ -24,6 +26,7 @@ export function dataSourceOptions(settings: ConnectionSettings): DataSourceOptio
     applicationName: 'runplane',
     extra: {
       connectionTimeoutMillis: settings.embedded ? 30_000 : 10_000,
+      idleTimeoutMillis: (settings.idleSeconds ?? 60) * 1000,
       // Postgres sends timestamps as text; keep them exact and UTC. No JIT: this is short OLTP work, and a list page's
       // history walk, estimated big, was compiled afresh on every request (6 ms of a 20 ms statement).
       options: '-c timezone=UTC -c jit=off',

@@ -25,6 +25,7 @@ const embeddedByUrl = new Map<string, EmbeddedPostgres>();
             url: env.DATABASE_URL ?? embedded!.url,
             poolSize: embedded || env.DATABASE_EMBEDDED ? 1 : env.DATABASE_POOL_SIZE,
             embedded: !!embedded || env.DATABASE_EMBEDDED,
+            idleSeconds: env.DATABASE_POOL_IDLE_SECONDS,
           }),
           autoLoadEntities: true,
         };
