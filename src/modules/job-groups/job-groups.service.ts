@@ -188,7 +188,7 @@ export class JobGroupsService {
   }
 
   /** The root's state as a locked chain holds it (the chain's last level is group 0, locked and current). */
-  rootOf(chain: Chain): RootState {
+  private rootOf(chain: Chain): RootState {
     return { counts: { ...chain.levels[chain.levels.length - 1] }, stopReason: chain.stopReason };
   }
 
