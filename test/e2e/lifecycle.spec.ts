@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
 import { DONE, ERROR, NO_CAPACITY } from '../../bench/reference-worker';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
@@ -53,7 +54,11 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(again.body).toEqual(first.body);
     expect((await w.complete(a.id, ERROR)).status).toBe(409);
     expect((await makeWorker(t, service, 'intruder').complete(b.id, DONE)).status).toBe(409);
+    expect((await makeWorker(t, service, 'w-done').complete(randomUUID(), DONE)).status).toBe(404);
     expect((await w.heartbeat(a.id)).status).toBe(409);
+    // The refused reports changed nothing: b is still the claimer's, provisioning.
+    const [row] = await t.dataSource.query(`SELECT status, worker_id, finished_at FROM job_submissions WHERE id = $1`, [b.id]);
+    expect(row).toEqual({ status: 'provisioning', worker_id: 'w-done', finished_at: null });
     expect(await group(run, 0)).toMatchObject({ counts: { n_jobs: 2, n_completed: 1, n_succeeded: 1 }, status: 'running' });
     await w.execute(b, DONE);
     const done = await getRun(run);
@@ -72,6 +77,7 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(pending).toMatchObject({ status: 'pending', status_message: 'retrying' });
     expect(pending.jobs[0]).toMatchObject({ status: 'submitted', submission_count: 2, termination_reason: 'container_exited_with_error' });
     expect((await w.complete(s0.id, DONE)).status).toBe(409);
+    expect((await getRun(run)).jobs[0]).toMatchObject({ status: 'submitted', submission_count: 2 });
     const [s1] = await claimOf(w, run);
     expect(s1.submission_num).toBe(1);
     await w.execute(s1, ERROR);

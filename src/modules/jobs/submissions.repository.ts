@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
-import type { JobSpec, SubmissionStatus } from './dto/job-spec';
+import { FINISHED_STATUSES, type JobSpec, type SubmissionStatus } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
 
@@ -36,6 +36,18 @@ export type JobFacts = Pick<Job, 'id' | 'runId' | 'jobGroupId' | 'latestSubmissi
 const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
   s.status, s.termination_reason AS "terminationReason", s.priority, s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu,
   s.worker_id AS "workerId", s.lease_expires_at AS "leaseExpiresAt"`;
+
+const JOB_FACTS = `j.latest_submission_id AS "latestSubmissionId", j.latest_submission_num AS "latestSubmissionNum",
+  j.submission_count AS "submissionCount", j.created_at AS "jobCreatedAt"`;
+
+/** A row of SUBMISSION_FACTS joined with JOB_FACTS. */
+type LockedRow = SubmissionFacts & { latestSubmissionId: string; latestSubmissionNum: number; submissionCount: number; jobCreatedAt: Date };
+
+function splitLocked(row: LockedRow): { submission: SubmissionFacts; job: JobFacts } {
+  const { latestSubmissionId, latestSubmissionNum, submissionCount, jobCreatedAt, ...submission } = row;
+  const job = { id: submission.jobId, runId: submission.runId, jobGroupId: submission.jobGroupId, latestSubmissionId, latestSubmissionNum, submissionCount, createdAt: jobCreatedAt };
+  return { submission, job };
+}
 
 export interface ClaimedRow {
   id: string;
@@ -101,20 +113,54 @@ export class SubmissionsRepository {
    * row in the order named, the order every lifecycle transaction takes).
    */
   async lockWithJob(m: EntityManager, id: string): Promise<{ submission: SubmissionFacts; job: JobFacts } | null> {
-    const rows = await preparedQuery<SubmissionFacts & { latestSubmissionId: string; latestSubmissionNum: number; submissionCount: number; jobCreatedAt: Date }>(
+    const rows = await preparedQuery<LockedRow>(
       m,
       'lifecycle_lock_submission_with_job',
-      `SELECT ${SUBMISSION_FACTS}, j.latest_submission_id AS "latestSubmissionId", j.latest_submission_num AS "latestSubmissionNum",
-              j.submission_count AS "submissionCount", j.created_at AS "jobCreatedAt"
+      `SELECT ${SUBMISSION_FACTS}, ${JOB_FACTS}
          FROM job_submissions s JOIN jobs j ON j.id = s.job_id
         WHERE s.id = $1
           FOR UPDATE OF s, j`,
       [id],
     );
+    return rows.length === 0 ? null : splitLocked(rows[0]);
+  }
+
+  /**
+   * A final report in one round trip: locks the submission and its job (in that order, as lockWithJob) and, if
+   * `workerId` holds the submission, it is unfinished and it is the job's latest, finishes both, the job counted.
+   * Returns the facts as they were before, and whether it finished them (if not, the caller tells why from them).
+   */
+  async finishIfLatest(
+    m: EntityManager,
+    id: string,
+    workerId: string,
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number | null,
+  ): Promise<{ submission: SubmissionFacts; job: JobFacts; finished: boolean } | null> {
+    const rows = await preparedQuery<LockedRow & { finished: boolean }>(
+      m,
+      'lifecycle_finish_if_latest',
+      `WITH t AS (
+         SELECT ${SUBMISSION_FACTS}, ${JOB_FACTS}
+           FROM job_submissions s JOIN jobs j ON j.id = s.job_id
+          WHERE s.id = $1
+            FOR UPDATE OF s, j
+       ), finished AS (
+         UPDATE job_submissions s SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(), lease_expires_at = NULL
+           FROM t
+          WHERE s.id = t.id AND t."workerId" = $2 AND t.status <> ALL($6::text[]) AND t."latestSubmissionId" = t.id
+      RETURNING s.job_id
+       ), job_finished AS (
+         UPDATE jobs j SET status = $3, termination_reason = $4, completion_counted = true FROM finished f WHERE j.id = f.job_id
+      RETURNING j.id
+       )
+       SELECT t.*, EXISTS (SELECT 1 FROM job_finished) AS finished FROM t`,
+      [id, workerId, status, reason, exitStatus, FINISHED_STATUSES],
+    );
     if (rows.length === 0) return null;
-    const { latestSubmissionId, latestSubmissionNum, submissionCount, jobCreatedAt, ...submission } = rows[0];
-    const job = { id: submission.jobId, runId: submission.runId, jobGroupId: submission.jobGroupId, latestSubmissionId, latestSubmissionNum, submissionCount, createdAt: jobCreatedAt };
-    return { submission, job };
+    const { finished, ...row } = rows[0];
+    return { ...splitLocked(row), finished };
   }
 
   /** Starts the attempt: submission and job `running`, a fresh lease (returned). */

@@ -24,6 +24,21 @@ export class SubmissionsService {
     return this.subs.lockWithJob(m, submissionId);
   }
 
+  /**
+   * A final report's common case in one round trip: if `workerId` holds the submission, it is unfinished and the
+   * job's latest, both are finished (the job counted); else nothing changes. Either way, both rows are locked.
+   */
+  finishIfLatest(
+    m: EntityManager,
+    submissionId: string,
+    workerId: string,
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number | null,
+  ): Promise<{ submission: SubmissionFacts; job: JobFacts; finished: boolean } | null> {
+    return this.subs.finishIfLatest(m, submissionId, workerId, status, reason, exitStatus);
+  }
+
   lockSubmission(m: EntityManager, submissionId: string): Promise<SubmissionFacts | null> {
     return this.subs.lockSubmission(m, submissionId);
   }

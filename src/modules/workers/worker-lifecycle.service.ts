@@ -21,6 +21,9 @@ function owned(s: SubmissionFacts | null | undefined, id: string, workerId: stri
   return s;
 }
 
+/** Only these outcomes can be retried (by the run's retry policy). */
+const isRetryable = (status: SubmissionStatus) => status === 'failed' || status === 'terminated';
+
 const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'cancelled' };
 
 /** The active count a submission occupies on its run (its root group's counters) while in `status`. */
@@ -135,8 +138,19 @@ export class WorkerLifecycleService {
    * that is not the job's latest, or from another worker, is a 409 that changes nothing.
    */
   async complete(id: string, body: CompleteDto): Promise<CompleteView> {
+    const exitStatus = body.exit_status ?? null;
     return this.tx.run(async (m) => {
-      const locked = await this.subs.lockWithJob(m, id);
+      // An outcome that cannot be retried (the common `done`) is locked and finished in one statement when the report
+      // is current; a retryable one needs the run's retry policy first.
+      const retryable = isRetryable(body.status);
+      const current = retryable ? null : await this.subs.finishIfLatest(m, id, body.worker_id, body.status, body.termination_reason, exitStatus);
+      if (current?.finished) {
+        const s = current.submission;
+        await this.billing.closeAttempt(m, s.id);
+        return this.countFinal(m, s, current.job, body.status, body.termination_reason, activeDelta(s.status, -1, s.submissionNum));
+      }
+      // Otherwise the rows are locked and unchanged: a retryable outcome, or a report repeated, stale or unknown.
+      const locked = retryable ? await this.subs.lockWithJob(m, id) : current;
       const s = owned(locked?.submission, id, body.worker_id);
       const job = locked!.job;
       if (isFinished(s.status)) {
@@ -147,7 +161,7 @@ export class WorkerLifecycleService {
       // Usage up to now, closed before the group counters and the run are locked (the lock order), so billing adds
       // nothing to the time those hot rows are held.
       await this.billing.closeAttempt(m, s.id);
-      return this.finishLocked(m, s, job, body.status, body.termination_reason, body.exit_status ?? null);
+      return this.finishLocked(m, s, job, body.status, body.termination_reason, exitStatus);
     });
   }
 
@@ -183,34 +197,38 @@ export class WorkerLifecycleService {
   }
 
   private async finishLocked(m: EntityManager, s: SubmissionFacts, job: JobFacts, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<CompleteView> {
-    let delta = activeDelta(s.status, -1, s.submissionNum);
-    const retryable = status === 'failed' || status === 'terminated';
+    const delta = activeDelta(s.status, -1, s.submissionNum);
+    const retryable = isRetryable(status);
     const policy = retryable ? await this.runs.retryPolicy(m, s.runId) : undefined;
-    let retry: CompleteView['retry_submission'] = null;
-    let root: RootChange;
-    if (retryable && shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
-      await this.subs.finish(m, s, status, reason, exitStatus);
-      // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
-      const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
-      if (chain.cancellation) {
-        await this.subs.finishJob(m, job, status, reason, false);
-      } else {
-        const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
-        retry = { id: next.id, submission_num: next.submissionNum };
-        delta = addDelta(delta, { nRetrying: 1 });
-      }
-      root = await this.groups.moveActive(m, s.runId, delta);
-    } else {
-      // The submission and job rows are written before the hot counter rows are locked; in the rare case a
-      // cancellation already counted this job, the job's flag is put back. The run's active counts move in the
-      // same statement that counts the outcome.
+    if (!retryable || !shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
+      // The submission and job rows are written before the hot counter rows are locked.
       await this.subs.finishWithJob(m, s, status, reason, exitStatus, true);
-      const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status], delta);
-      if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
-      root = result.root;
+      return this.countFinal(m, s, job, status, reason, delta);
     }
-    await this.runs.refreshStatus(m, s.runId, root);
+    await this.subs.finish(m, s, status, reason, exitStatus);
+    // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
+    const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
+    let retry: CompleteView['retry_submission'] = null;
+    if (chain.cancellation) {
+      await this.subs.finishJob(m, job, status, reason, false);
+    } else {
+      const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
+      retry = { id: next.id, submission_num: next.submissionNum };
+    }
+    await this.runs.refreshStatus(m, s.runId, await this.groups.moveActive(m, s.runId, retry ? addDelta(delta, { nRetrying: 1 }) : delta));
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
+  }
+
+  /**
+   * Counts a job's final outcome (its submission and job rows already finished, the job marked counted) into its
+   * chain; the run's active counts move in the same statement. In the rare case a cancellation already counted
+   * this job, the job's flag is put back.
+   */
+  private async countFinal(m: EntityManager, s: SubmissionFacts, job: JobFacts, status: SubmissionStatus, reason: string, delta: ActiveDelta): Promise<CompleteView> {
+    const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status], delta);
+    if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
+    await this.runs.refreshStatus(m, s.runId, result.root);
+    return { submission_id: s.id, status, termination_reason: reason, retry_submission: null };
   }
 
   private answer(s: SubmissionFacts, job: JobFacts): CompleteView {
