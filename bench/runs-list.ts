@@ -468,6 +468,10 @@ async function storageFacts(env: BenchEnv): Promise<string> {
 }
 
 export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
+  if (H_LEVELS[0] !== 1 || !H_LEVELS.includes(10) || H_LEVELS.some((h, i) => !Number.isInteger(h) || (i > 0 && h <= H_LEVELS[i - 1]))) {
+    // The flat targets compare the deepest H with H=N for N = 1 and 10: found out now, not after minutes of loading.
+    throw new Error(`BENCH_H_LEVELS=${process.env.BENCH_H_LEVELS}: want increasing integers starting at 1 and including 10`);
+  }
   const t0 = performance.now();
   log(`\n## runs-list: ${LISTED_RUNS} listed runs × 4 jobs (2 job_nums × 2 replicas), ${BACKGROUND_RUNS} background runs (H=${BACKGROUND_H}) in another project`);
   log(`   H levels ${H_LEVELS.join(', ')} on the same listed runs (half of the jobs with gaps: every 3rd number missing); ${ITERATIONS} timed iterations after ${WARMUP} warm-up, contenders interleaved`);
