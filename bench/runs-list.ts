@@ -19,12 +19,21 @@ import {
 /**
  * Runs list (targets.md, "Runs list"): GET /projects/{p}/runs?limit=100&job_submissions_limit=N end to end over HTTP,
  * against two raw-SQL baselines on the same database in the same run (dstack's window query, twice, and the seed's
- * GROUP BY proposal), as history per job grows H = 1 → 10 → 100 → 1000 on the same 100 runs × 4 jobs.
+ * GROUP BY proposal), as history per job grows H = 1 → 10 → 100 → 1000 on the same 100 runs × 4 jobs. The flat
+ * targets time those runs at the deepest H against twins kept at H = N (BASE_PROJECTS) in the same loop.
  */
 
 const SUITE = 'runs-list';
 const LISTED_PROJECT = 'bench-list';
 const BACKGROUND_PROJECT = 'bench-background';
+/**
+ * Shallow twins of the listed project (as many runs, the same shape) that keep history H = N while the listed runs'
+ * grows: the flat targets compare p50(H=1000) with p50(H=N), and timing both in the same interleaved loop keeps the
+ * machine's drift between phases minutes apart out of that ratio (targets.md: every target side by side in one run).
+ */
+const BASE_PROJECTS: Record<number, string> = { 1: 'bench-list-h1', 10: 'bench-list-h10' };
+/** Which runs a bench job belongs to: the listed runs, the background, or a shallow twin (history H = N). */
+type JobSet = 'listed' | 'background' | 'h1' | 'h10';
 const LISTED_RUNS = QUICK ? 20 : 100;
 const BACKGROUND_RUNS = QUICK ? 20 : 200;
 /** History of the background runs' jobs (half with gaps), loaded once. */
@@ -149,25 +158,27 @@ async function inTransaction<T>(env: BenchEnv, fn: (c: PoolClient) => Promise<T>
   }
 }
 
-/** Runs through the API: the listed project's runs interleaved with the background project's. */
-async function submitRuns(env: BenchEnv): Promise<{ listed: string[]; background: string[] }> {
-  const listed: string[] = [];
-  const background: string[] = [];
-  // Interleaved, as runs of different projects arrive over time: k background runs, then a listed one, and so on.
-  const plan: ('listed' | 'bg')[] = [];
+const PROJECT_OF: Record<JobSet, string> = { listed: LISTED_PROJECT, background: BACKGROUND_PROJECT, h1: BASE_PROJECTS[1], h10: BASE_PROJECTS[10] };
+
+/** Runs through the API: the listed project's runs interleaved with the background project's and the twins'. */
+async function submitRuns(env: BenchEnv): Promise<Map<string, JobSet>> {
+  const setOfRun = new Map<string, JobSet>();
+  // Interleaved, as runs of different projects arrive over time: k background runs, then a listed one and one of
+  // each twin, and so on.
+  const plan: JobSet[] = [];
   const perListed = Math.max(1, Math.round(BACKGROUND_RUNS / LISTED_RUNS));
   let bg = 0;
   for (let i = 0; i < LISTED_RUNS; i++) {
-    for (let k = 0; k < perListed && bg < BACKGROUND_RUNS; k++, bg++) plan.push('bg');
-    plan.push('listed');
+    for (let k = 0; k < perListed && bg < BACKGROUND_RUNS; k++, bg++) plan.push('background');
+    plan.push('listed', 'h1', 'h10');
   }
-  for (; bg < BACKGROUND_RUNS; bg++) plan.push('bg');
+  for (; bg < BACKGROUND_RUNS; bg++) plan.push('background');
   // A few requests in flight at once (the server has a pool of 10), in plan order.
   let next = 0;
   const worker = async () => {
     while (next < plan.length) {
       const i = next++;
-      const project = plan[i] === 'listed' ? LISTED_PROJECT : BACKGROUND_PROJECT;
+      const project = PROJECT_OF[plan[i]];
       const res = await env.http<{ id: string; jobs: unknown[] }>(
         'POST',
         `/api/v1/projects/${project}/runs`,
@@ -175,25 +186,25 @@ async function submitRuns(env: BenchEnv): Promise<{ listed: string[]; background
         201,
       );
       if (res.body.jobs.length !== 4) throw new Error(`run submission returned ${res.body.jobs.length} jobs, expected 4`);
-      (plan[i] === 'listed' ? listed : background).push(res.body.id);
+      setOfRun.set(res.body.id, plan[i]);
     }
   };
   await Promise.all([worker(), worker(), worker()]);
-  return { listed, background };
+  return setOfRun;
 }
 
-/** Bench-only helper tables: which jobs are listed / gapped, and a pool of jsonb documents to draw from. */
-async function prepareHelpers(env: BenchEnv, listedRunIds: string[]): Promise<void> {
+/** Bench-only helper tables: which set each job is in and whether it is gapped, and a pool of jsonb documents. */
+async function prepareHelpers(env: BenchEnv, setOfRun: Map<string, JobSet>): Promise<void> {
   await inTransaction(env, async (c) => {
-    await c.query(`CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, listed boolean NOT NULL, gapped boolean NOT NULL, salt int NOT NULL)`);
+    await c.query(`CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, set text NOT NULL, gapped boolean NOT NULL, salt int NOT NULL)`);
     // Half of the jobs of each set get gaps: alternate jobs in (run, job_num, replica_num) order.
     await c.query(
-      `INSERT INTO bench_jobs (job_id, run_id, listed, gapped, salt)
-       SELECT j.id, j.run_id, j.run_id = ANY($1::uuid[]),
-              row_number() OVER (PARTITION BY j.run_id = ANY($1::uuid[]) ORDER BY r.submitted_at, r.id, j.job_num, j.replica_num) % 2 = 0,
+      `INSERT INTO bench_jobs (job_id, run_id, set, gapped, salt)
+       SELECT j.id, j.run_id, rs.set,
+              row_number() OVER (PARTITION BY rs.set ORDER BY r.submitted_at, r.id, j.job_num, j.replica_num) % 2 = 0,
               abs(hashtext(j.id::text)) % ${PAYLOADS}
-         FROM jobs j JOIN runs r ON r.id = j.run_id`,
-      [listedRunIds],
+         FROM jobs j JOIN runs r ON r.id = j.run_id JOIN unnest($1::uuid[], $2::text[]) AS rs(run_id, set) ON rs.run_id = j.run_id`,
+      [[...setOfRun.keys()], [...setOfRun.values()]],
     );
     await c.query(`CREATE TABLE bench_payloads (i int PRIMARY KEY, pd jsonb NOT NULL, rd jsonb NOT NULL)`);
     const docs = Array.from({ length: PAYLOADS }, payload);
@@ -206,7 +217,7 @@ async function prepareHelpers(env: BenchEnv, listedRunIds: string[]): Promise<vo
 }
 
 /**
- * Gives every job of the chosen set (listed or background) history up to `toH` existing submissions, from `fromH`,
+ * Gives every job of the chosen set history up to `toH` existing submissions, from `fromH`,
  * writing what the app's own retry path writes: the previous latest becomes a finished no-capacity interruption,
  * the new ones are finished the same way except the newest (running, as after claim + running), and the job rows'
  * facts follow the app's model: latest id/num and status from the newest row, submission_count = every submission
@@ -215,7 +226,7 @@ async function prepareHelpers(env: BenchEnv, listedRunIds: string[]): Promise<vo
  * fromH = 0 means "submission 0 exists (written by the API) and only gets its payload and running state".
  * Afterwards the app's own GET /admin/v1/invariants must report nothing.
  */
-async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: number): Promise<void> {
+async function growHistory(env: BenchEnv, set: JobSet, fromH: number, toH: number): Promise<void> {
   await inTransaction(env, async (c) => {
     if (fromH === 0) {
       await c.query(
@@ -224,8 +235,8 @@ async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: n
                 worker_id = 'worker-' || (b.salt % 16), lease_expires_at = now() + interval '1 hour', last_heartbeat_at = now(),
                 provisioning_data = p.pd, runtime_data = p.rd
            FROM bench_jobs b JOIN bench_payloads p ON p.i = b.salt
-          WHERE s.job_id = b.job_id AND b.listed = $1::boolean AND s.submission_num = 0`,
-        [listed],
+          WHERE s.job_id = b.job_id AND b.set = $1::text AND s.submission_num = 0`,
+        [set],
       );
     } else {
       await c.query(
@@ -233,8 +244,8 @@ async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: n
             SET status = 'failed', termination_reason = '${FAILED_REASON}', finished_at = s.submitted_at + interval '3 min',
                 exit_status = NULL, lease_expires_at = NULL
            FROM jobs j JOIN bench_jobs b ON b.job_id = j.id
-          WHERE s.id = j.latest_submission_id AND b.listed = $1::boolean`,
-        [listed],
+          WHERE s.id = j.latest_submission_id AND b.set = $1::text`,
+        [set],
       );
       // Ordered by k first: a job's submissions are spread over the table as they would be over time.
       await c.query(
@@ -253,11 +264,11 @@ async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: n
                 now() - interval '1 hour' * ($4::int - k) + interval '2 min',
                 p.pd, p.rd
            FROM jobs j
-           JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
+           JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
            CROSS JOIN generate_series($2::int, $3::int - 1) AS k
            JOIN bench_payloads p ON p.i = (b.salt + k) % ${PAYLOADS}
           ORDER BY k, j.id`,
-        [listed, fromH, toH, H_MAX + 1],
+        [set, fromH, toH, H_MAX + 1],
       );
     }
     await c.query(
@@ -273,28 +284,28 @@ async function growHistory(env: BenchEnv, listed: boolean, fromH: number, toH: n
         CROSS JOIN LATERAL (SELECT count(*)::int AS count FROM job_submissions s WHERE s.job_id = b.job_id) n
          LEFT JOIN LATERAL (SELECT s.termination_reason FROM job_submissions s
                              WHERE s.job_id = b.job_id AND s.termination_reason IS NOT NULL ORDER BY s.submission_num DESC LIMIT 1) t ON true
-        WHERE j.id = b.job_id AND b.listed = $1::boolean`,
-      [listed],
+        WHERE j.id = b.job_id AND b.set = $1::text`,
+      [set],
     );
     // Every job runs its newest submission: keep the runs' active counts (on their root groups' counters) and
     // status in line with that.
-    const running = `SELECT j.run_id, count(*)::int AS n FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
+    const running = `SELECT j.run_id, count(*)::int AS n FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
                       WHERE j.status = 'running' GROUP BY j.run_id`;
     await c.query(
       `UPDATE job_group_counters c SET n_provisioning = 0, n_running = x.n, n_retrying = 0
          FROM (${running}) x WHERE c.run_id = x.run_id AND c.job_group_id = 0`,
-      [listed],
+      [set],
     );
     await c.query(
       `UPDATE runs r SET status = 'running', status_message = NULL, termination_reason = NULL FROM (${running}) x WHERE r.id = x.run_id`,
-      [listed],
+      [set],
     );
     // The shape is what we say it is, or we stop here.
     const { rows } = await c.query(
-      `SELECT count(*)::int AS bad FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.listed = $1::boolean
+      `SELECT count(*)::int AS bad FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
         WHERE j.latest_submission_num <> ${SQL_NUMBER_OF('($2::int - 1)')} OR j.submission_count <> j.latest_submission_num + 1 OR j.status <> 'running'
            OR (SELECT count(*) FROM job_submissions s WHERE s.job_id = j.id) <> $2::int`,
-      [listed, toH],
+      [set, toH],
     );
     if (rows[0].bad !== 0) throw new Error(`data generation: ${rows[0].bad} jobs do not have H=${toH} as intended`);
   });
@@ -322,7 +333,7 @@ async function bruteForce(env: BenchEnv, jobIds: string[], ns: number[]): Promis
   return out;
 }
 
-const listPath = (n: number) => `/api/v1/projects/${LISTED_PROJECT}/runs?limit=100&job_submissions_limit=${n}`;
+const listPath = (n: number, project = LISTED_PROJECT) => `/api/v1/projects/${project}/runs?limit=100&job_submissions_limit=${n}`;
 
 /** Checks the endpoint against the brute force for every job; throws (loudly) on any difference. */
 async function checkExact(env: BenchEnv, h: number, listedRunIds: string[], gappedByJob: Map<string, boolean>): Promise<string[]> {
@@ -407,7 +418,10 @@ interface Timed {
   window: Stats;
   groupBy: Stats;
   lateral: Stats;
+  /** Ours on the twin whose history is H = N (see BASE_PROJECTS), timed in the same loop. */
+  oursAtN: Stats;
   rowsOurs: number;
+  rowsOursAtN: number;
   bytesOurs: number;
   rowsWindow: [number, number];
   rowsGroupBy: number;
@@ -424,10 +438,15 @@ async function timeLevel(env: BenchEnv, h: number, n: number, listedRunIds: stri
   const groupBy = async () => (await pool.query(GROUP_BY_SQL, [listedRunIds, n])).rowCount ?? 0;
   const lateral = async () => (await pool.query(LATERAL_SQL, [listedRunIds, n])).rowCount ?? 0;
   const ours = () => env.getRaw(listPath(n));
+  const oursAtN = () => env.getRaw(listPath(n, BASE_PROJECTS[n]));
 
   // Row counts (outside the timing).
-  const page = (await env.http<ListPage>('GET', listPath(n), undefined, 200)).body;
-  const rowsOurs = page.items.reduce((a, r) => a + r.jobs.reduce((b, j) => b + j.job_submissions.length, 0), 0);
+  const rowsOf = async (path: string) =>
+    (await env.http<ListPage>('GET', path, undefined, 200)).body.items.reduce((a, r) => a + r.jobs.reduce((b, j) => b + j.job_submissions.length, 0), 0);
+  const rowsOurs = await rowsOf(listPath(n));
+  const rowsOursAtN = await rowsOf(listPath(n, BASE_PROJECTS[n]));
+  // The flat ratio compares equal numbers of returned rows (targets.md).
+  if (h >= n && rowsOursAtN !== rowsOurs) throw new Error(`H=${h} N=${n}: the H=${n} twin returned ${rowsOursAtN} submissions, the listed runs ${rowsOurs}`);
   const bytesOurs = await ours();
   const rowsWindow = await window();
   const rowsGroupBy = await groupBy();
@@ -444,8 +463,8 @@ async function timeLevel(env: BenchEnv, h: number, n: number, listedRunIds: stri
       log(`\n   EXPLAIN ${label}, H=${h} N=${n}:\n${rows.map((r: Record<string, string>) => '     ' + r['QUERY PLAN']).join('\n')}`);
     }
   }
-  const s = await measureSideBySide({ ours, window, groupBy, lateral }, ITERATIONS, WARMUP);
-  return { h, n, ...s, rowsOurs, bytesOurs, rowsWindow, rowsGroupBy, rowsLateral };
+  const s = await measureSideBySide({ ours, window, groupBy, lateral, oursAtN }, ITERATIONS, WARMUP);
+  return { h, n, ...s, rowsOurs, rowsOursAtN, bytesOurs, rowsWindow, rowsGroupBy, rowsLateral };
 }
 
 async function storageFacts(env: BenchEnv): Promise<string> {
@@ -481,23 +500,31 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   log(`   PostgreSQL ${st.v}, work_mem ${st.wm}, shared_buffers ${st.sb}, max_parallel_workers_per_gather ${st.par} (server defaults; the window sort spills to disk once history is deep)`);
   await env.createProject(LISTED_PROJECT);
   await env.createProject(BACKGROUND_PROJECT);
-  const { listed, background } = await submitRuns(env);
-  await prepareHelpers(env, listed);
-  const { rows: jobRows } = await env.pool.query<{ job_id: string; gapped: boolean }>(`SELECT job_id, gapped FROM bench_jobs WHERE listed ORDER BY job_id`);
+  for (const project of Object.values(BASE_PROJECTS)) await env.createProject(project);
+  const setOfRun = await submitRuns(env);
+  const listed = [...setOfRun].filter(([, set]) => set === 'listed').map(([id]) => id);
+  await prepareHelpers(env, setOfRun);
+  const { rows: jobRows } = await env.pool.query<{ job_id: string; gapped: boolean }>(`SELECT job_id, gapped FROM bench_jobs WHERE set = 'listed' ORDER BY job_id`);
   const gappedByJob = new Map(jobRows.map((r) => [r.job_id, r.gapped]));
   const listedJobIds = [...gappedByJob.keys()];
   if (listedJobIds.length !== LISTED_RUNS * 4) throw new Error(`expected ${LISTED_RUNS * 4} listed jobs, found ${listedJobIds.length}`);
-  await growHistory(env, false, 0, 1);
-  await growHistory(env, false, 1, BACKGROUND_H);
+  await growHistory(env, 'background', 0, 1);
+  await growHistory(env, 'background', 1, BACKGROUND_H);
+  await growHistory(env, 'h1', 0, 1);
+  await growHistory(env, 'h10', 0, 1);
+  await growHistory(env, 'h10', 1, 10);
   await env.assertInvariants('background history loaded');
-  log(`   ${listed.length + background.length} runs submitted through the API, background history loaded (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  log(
+    `   ${setOfRun.size} runs submitted through the API, background history loaded; twins of the listed runs at H=1 and H=10 in ` +
+      `${Object.values(BASE_PROJECTS).join(', ')} (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+  );
 
   const timed: Timed[] = [];
   const exactLines: string[] = [];
   let prevH = 0;
   for (const h of H_LEVELS) {
     const tLoad = performance.now();
-    await growHistory(env, true, prevH, h);
+    await growHistory(env, 'listed', prevH, h);
     prevH = h;
     log(`\n   H=${h}: history loaded in ${((performance.now() - tLoad) / 1000).toFixed(1)} s; ${await storageFacts(env)}`);
     await env.assertInvariants(`H=${h} loaded`);
@@ -506,7 +533,7 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
     for (const n of TIMED_NS) {
       const t = await timeLevel(env, h, n, listed);
       timed.push(t);
-      log(`   H=${h} N=${n}: ours p50 ${fmtMs(t.ours.p50)} ms, window ${fmtMs(t.window.p50)} ms, GROUP BY ${fmtMs(t.groupBy.p50)} ms, LATERAL raw ${fmtMs(t.lateral.p50)} ms`);
+      log(`   H=${h} N=${n}: ours p50 ${fmtMs(t.ours.p50)} ms (H=${n} twin ${fmtMs(t.oursAtN.p50)} ms), window ${fmtMs(t.window.p50)} ms, GROUP BY ${fmtMs(t.groupBy.p50)} ms, LATERAL raw ${fmtMs(t.lateral.p50)} ms`);
     }
   }
 
@@ -518,12 +545,13 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
 
   printTable(
     `runs-list: p50 / p95 ms per list request of ${LISTED_RUNS} runs (${LISTED_RUNS * 4} jobs); ${ITERATIONS} iterations each`,
-    ['H', 'N', 'ours HTTP p50', 'ours p95', 'window×2 p50', 'window p95', 'GROUP BY p50', 'GROUP BY p95', 'LATERAL raw p50', 'rows ours', 'rows window (1st+2nd)', 'rows GROUP BY', 'ours bytes'],
+    ['H', 'N', 'ours HTTP p50', 'ours p95', 'ours, H=N twin p50', 'window×2 p50', 'window p95', 'GROUP BY p50', 'GROUP BY p95', 'LATERAL raw p50', 'rows ours', 'rows window (1st+2nd)', 'rows GROUP BY', 'ours bytes'],
     timed.map((t) => [
       t.h,
       t.n,
       fmtMs(t.ours.p50),
       fmtMs(t.ours.p95),
+      fmtMs(t.oursAtN.p50),
       fmtMs(t.window.p50),
       fmtMs(t.window.p95),
       fmtMs(t.groupBy.p50),
@@ -536,6 +564,7 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
     ]),
     [
       'ours = the whole HTTP request (auth, runs page, job rows, the app\'s latest-N fetch, JSON), body read completely; window/GROUP BY/LATERAL raw = raw SQL through pg on the same database, rows fetched and parsed by pg.',
+      `ours, H=N twin = the same request on ${BASE_PROJECTS[1]} (N=1) or ${BASE_PROJECTS[10]} (N=10): as many runs of the same shape whose history stays at H=N, timed in the same loop.`,
       'window×2 = dstack today: row_number() over all columns of every submission of the listed runs\' jobs, rn <= N, plus the second (termination_reason IS NOT NULL, rn <= 1) query.',
       'GROUP BY = the seed\'s proposal: max(submission_num) (and latest terminated) per job over every submission, then the rows with num > latest - N or = latest terminated.',
       'Row counts: GROUP BY returns FEWER than N per job where numbers have gaps (N > 1), plus the latest terminated row where it falls outside the window (so N=1 returns 2 per job once H ≥ 2); the window\'s 2nd query adds one status row per job.',
@@ -551,10 +580,14 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   for (const n of TIMED_NS) {
     const base = get(n === 1 ? 1 : 10, n);
     const top = get(H_MAX, n);
-    const flat = top.ours.p50 / base.ours.p50;
+    // Side by side: the listed runs at the deepest H and their H=N twin in one interleaved loop.
+    const flat = top.ours.p50 / top.oursAtN.p50;
     const flatPass = flat <= 1.5;
-    ratioRows.push([`flat, N=${n}: ours p50(H=${H_MAX}) / p50(H=${base.h})`, `${fmtMs(top.ours.p50)} / ${fmtMs(base.ours.p50)} ms`, fmtRatio(flat), '≤ 1.5×', verdict(flatPass)]);
-    results.push({ suite: SUITE, target: `flat N=${n}: p50(${hLabel}) ≤ 1.5 × p50(H=${base.h})`, measured: fmtRatio(flat), pass: flatPass });
+    ratioRows.push([`flat, N=${n}: ours p50, H=${H_MAX} / H=${n} twin, same loop`, `${fmtMs(top.ours.p50)} / ${fmtMs(top.oursAtN.p50)} ms`, fmtRatio(flat), '≤ 1.5×', verdict(flatPass)]);
+    results.push({ suite: SUITE, target: `flat N=${n}: p50(${hLabel}) ≤ 1.5 × p50(H=${n}), side by side`, measured: fmtRatio(flat), pass: flatPass });
+    // For reference, the same runs timed at H=N minutes earlier: includes whatever the machine drifted meanwhile.
+    const acrossPhases = top.ours.p50 / base.ours.p50;
+    ratioRows.push([`(info) flat, N=${n}: H=${H_MAX} / the same runs at H=${base.h}, an earlier phase`, `${fmtMs(top.ours.p50)} / ${fmtMs(base.ours.p50)} ms`, fmtRatio(acrossPhases), '-', 'info']);
     const wantWindow = n === 1 ? 20 : 4;
     const wantGroupBy = n === 1 ? 10 : 3;
     const rw = top.window.p50 / top.ours.p50;
