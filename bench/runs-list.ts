@@ -78,7 +78,7 @@ function bigJobSpec(i: number): Record<string, unknown> {
   };
 }
 
-/** provisioning_data and runtime_data shaped like dstack's, 2–5 KB together (jsonb text). */
+/** provisioning_data and runtime_data shaped like dstack's, 2–5 KB together (JSON text). */
 function payload(): { pd: Record<string, unknown>; rd: Record<string, unknown> } {
   const region = pick(['us-east-1', 'us-west-2', 'eu-west-1', 'eu-central-1', 'ap-northeast-1']);
   const gpu = pick(['A10G', 'L4', 'A100', 'H100', 'T4']);
@@ -193,7 +193,7 @@ async function submitRuns(env: BenchEnv): Promise<Map<string, JobSet>> {
   return setOfRun;
 }
 
-/** Bench-only helper tables: which set each job is in and whether it is gapped, and a pool of jsonb documents. */
+/** Bench-only helper tables: which set each job is in and whether it is gapped, and a pool of JSON documents. */
 async function prepareHelpers(env: BenchEnv, setOfRun: Map<string, JobSet>): Promise<void> {
   await inTransaction(env, async (c) => {
     await c.query(`CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, set text NOT NULL, gapped boolean NOT NULL, salt int NOT NULL)`);
@@ -206,9 +206,9 @@ async function prepareHelpers(env: BenchEnv, setOfRun: Map<string, JobSet>): Pro
          FROM jobs j JOIN runs r ON r.id = j.run_id JOIN unnest($1::uuid[], $2::text[]) AS rs(run_id, set) ON rs.run_id = j.run_id`,
       [[...setOfRun.keys()], [...setOfRun.values()]],
     );
-    await c.query(`CREATE TABLE bench_payloads (i int PRIMARY KEY, pd jsonb NOT NULL, rd jsonb NOT NULL)`);
+    await c.query(`CREATE TABLE bench_payloads (i int PRIMARY KEY, pd json NOT NULL, rd json NOT NULL)`);
     const docs = Array.from({ length: PAYLOADS }, payload);
-    await c.query(`INSERT INTO bench_payloads (i, pd, rd) SELECT * FROM unnest($1::int[], $2::jsonb[], $3::jsonb[])`, [
+    await c.query(`INSERT INTO bench_payloads (i, pd, rd) SELECT * FROM unnest($1::int[], $2::json[], $3::json[])`, [
       docs.map((_, i) => i),
       docs.map((d) => JSON.stringify(d.pd)),
       docs.map((d) => JSON.stringify(d.rd)),

@@ -4,6 +4,7 @@ import { AddSweptAtToJobGroupsCancelled1764806400000 } from './1764806400000-Add
 import { CreateBillingTables1764892800000 } from './1764892800000-CreateBillingTables';
 import { AddCancelledToJobGroupCounters1764979200000 } from './1764979200000-AddCancelledToJobGroupCounters';
 import { MoveRunActiveCountsToRootCounters1765065600000 } from './1765065600000-MoveRunActiveCountsToRootCounters';
+import { StoreSubmissionDataAsJson1765152000000 } from './1765152000000-StoreSubmissionDataAsJson';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -13,4 +14,5 @@ export const MIGRATIONS = [
   CreateBillingTables1764892800000,
   AddCancelledToJobGroupCounters1764979200000,
   MoveRunActiveCountsToRootCounters1765065600000,
+  StoreSubmissionDataAsJson1765152000000,
 ];

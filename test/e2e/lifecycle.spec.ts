@@ -67,6 +67,23 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(await group(run, 0)).toMatchObject({ state: 'complete', status: 'success' });
   });
 
+  it("keeps a worker's provisioning and runtime data as sent, key order included, in the run and in the list", async () => {
+    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
+    const w = makeWorker(t, service, 'w-data');
+    const [s] = await claimOf(w, run);
+    const provisioning = { zone: 'b', instance: { type: 'p4d', gpus: [8, 'A100'] }, price: 32.77, a: null };
+    const runtime = { ports: { web: 8080 }, z: true, b: 'ü\n"' };
+    expect((await w.running(s.id, provisioning)).status).toBe(200);
+    await t.http.post(`/internal/v1/submissions/${s.id}/heartbeat`).set(service.auth).send({ worker_id: 'w-data', runtime_data: runtime }).expect(200);
+    const single = (await getRun(run)).jobs[0].job_submissions[0];
+    const page = (await t.http.get(`/api/v1/projects/${project}/runs?limit=100&job_submissions_limit=1`).set(owner.auth).expect(200)).body as { items: RunResponse[] };
+    const listed = page.items.find((r) => r.id === run.id)!.jobs[0].job_submissions[0];
+    for (const sub of [single, listed] as unknown as { provisioning_data: unknown; runtime_data: unknown }[]) {
+      expect(JSON.stringify(sub.provisioning_data)).toBe(JSON.stringify(provisioning));
+      expect(JSON.stringify(sub.runtime_data)).toBe(JSON.stringify(runtime));
+    }
+  });
+
   it('retries within the policy: a new submission in the same transaction, status pending/retrying, stale old reports refused', async () => {
     const run = await makeRun(t, owner, project, { retry: { on_events: ['error'], max_attempts: 3 } });
     const w = makeWorker(t, service, 'w-retry');

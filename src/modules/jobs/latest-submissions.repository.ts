@@ -5,7 +5,7 @@ import { rawJson } from '../../common/json/raw-json';
 import { forEachRow } from '../../infra/database/row-stream';
 import type { SubmissionStatus, SubmissionView } from './dto/job-spec';
 
-/** A submission row as the API shows it, with times formatted and jsonb passed through as text by PostgreSQL. */
+/** A submission row as the API shows it, with times formatted by PostgreSQL and json documents as stored text. */
 interface SubmissionRow {
   id: string;
   job_id: string;
@@ -40,8 +40,8 @@ const VIEW_COLUMNS = `s.id, s.job_id, s.submission_num, s.status, s.termination_
  * with thousands) it was measured to choose a bitmap scan plus sort that reads a deep job's whole history;
  * the walk leaves it no such choice.
  *
- * Rows come back as read models: times formatted and jsonb as text by PostgreSQL, so list pages carrying megabytes
- * of provisioning/runtime data never parse and re-serialise it in Node (see RawJson).
+ * Rows come back as read models: times formatted by PostgreSQL and json documents as their stored text, so list
+ * pages carrying megabytes of provisioning/runtime data never parse and re-serialise it in Node (see RawJson).
  */
 @Injectable()
 export class LatestSubmissionsRepository {
@@ -94,7 +94,7 @@ export class LatestSubmissionsRepository {
   }
 
   /**
-   * Views of the rows of a read, each made as its row arrives: the jsonb texts (most of a page's bytes) are copied
+   * Views of the rows of a read, each made as its row arrives: the json texts (most of a page's bytes) are copied
    * into buffers at once, so pg's strings die young instead of living, and being copied by the garbage collector,
    * until the last row has come (see forEachRow).
    */
@@ -106,9 +106,10 @@ export class LatestSubmissionsRepository {
 
   /**
    * Runs `fetch` over FETCH_PARTS slices of `ids` at once, each on its own pool connection; inside a caller's
-   * transaction (one connection) as one statement. These statements are bound by PostgreSQL turning each row's
-   * jsonb into text, one row after the other (a recursive walk is never parallelised by PostgreSQL itself), so two
-   * halves on two connections finish in a little over half the time: measured 108 → 73 ms for 4,000 rows.
+   * transaction (one connection) as one statement. These statements are bound by PostgreSQL reading each row's
+   * documents out of TOAST and sending them, one row after the other (a recursive walk is never parallelised by
+   * PostgreSQL itself), so two halves on two connections finish sooner (108 → 73 ms for 4,000 rows, measured when
+   * the documents were still jsonb).
    */
   private async inParts<K, T>(ids: K[], m: EntityManager, fetch: (ids: K[], m: EntityManager) => Promise<T[]>): Promise<T[]> {
     if (m.queryRunner || ids.length < FETCH_PARTS) return fetch(ids, m);

@@ -170,7 +170,7 @@ export class SubmissionsRepository {
       'lifecycle_set_running',
       `WITH started AS (
          UPDATE job_submissions SET status = 'running', started_at = now(), last_heartbeat_at = now(),
-                lease_expires_at = now() + make_interval(secs => $4), provisioning_data = coalesce($3::jsonb, provisioning_data)
+                lease_expires_at = now() + make_interval(secs => $4), provisioning_data = coalesce($3::json, provisioning_data)
           WHERE id = $1
       RETURNING lease_expires_at
        )
@@ -186,7 +186,7 @@ export class SubmissionsRepository {
       m,
       'lifecycle_heartbeat',
       `UPDATE job_submissions SET last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $3),
-              runtime_data = coalesce($2::jsonb, runtime_data)
+              runtime_data = coalesce($2::json, runtime_data)
         WHERE id = $1 RETURNING lease_expires_at AS "leaseExpiresAt"`,
       [id, runtimeData === null ? null : JSON.stringify(runtimeData), leaseSeconds],
     );

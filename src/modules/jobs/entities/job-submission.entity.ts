@@ -68,9 +68,10 @@ export class JobSubmission {
   @Column({ type: 'timestamptz', nullable: true })
   lastHeartbeatAt!: Date | null;
 
-  @Column({ type: 'jsonb', nullable: true })
+  // json, not jsonb: stored and served as sent, never queried into (see StoreSubmissionDataAsJson).
+  @Column({ type: 'json', nullable: true })
   provisioningData!: Record<string, unknown> | null;
 
-  @Column({ type: 'jsonb', nullable: true })
+  @Column({ type: 'json', nullable: true })
   runtimeData!: Record<string, unknown> | null;
 }
