@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { TOKENS } from '../src/modules/billing/billing.repository';
 import { UsersService } from '../src/modules/users/users.service';
 import { Claimed, claimAndStartAll, DONE, ERROR, httpPost, ReferenceWorker, timedReports } from './reference-worker';
 import { BenchEnv, fmtInt, fmtMs, fmtRatio, log, measureSideBySide, printTable, QUICK, TargetResult, verdict } from './support';
@@ -88,7 +89,7 @@ const CURRENT = `SELECT DISTINCT ON (name) id, name FROM resources ORDER BY name
  * them after `running` + one accrual that closed the attempt: the attempt (chain = self and ancestors by level), the
  * quantities pinned at the current rates (cores, GiB = MiB / 1024, GPUs; zero quantities omitted), and usage
  * (quantity × seconds, numeric) added to the job, every group of the chain, the run and project × user × UTC day,
- * split at UTC midnight, spread over the 16 tokens. Spans are 1..50 min, started up to 2 days ago (some cross midnight).
+ * split at UTC midnight, spread over the app's TOKENS shards. Spans are 1..50 min, started up to 2 days ago (some cross midnight).
  */
 async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
   const c = await env.pool.connect();
@@ -101,7 +102,7 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
            SELECT js.id AS submission_id, js.run_id, js.job_id, r.project_id, r.user_id, js.cpu, js.memory_mib, js.gpu,
                   (SELECT array_agg(x.ancestor_id ORDER BY x.level) FROM job_group_self_and_ancestors x
                     WHERE x.run_id = js.run_id AND x.job_group_id = js.job_group_id) AS job_group_ids,
-                  (row_number() OVER (ORDER BY js.id) % 16)::smallint AS token,
+                  (row_number() OVER (ORDER BY js.id) % ${TOKENS})::smallint AS token,
                   now() - make_interval(secs => 3600 + (row_number() OVER (ORDER BY js.id) * 104729) % 172800) AS started_at,
                   row_number() OVER (ORDER BY js.id) AS rn
              FROM job_submissions js JOIN runs r ON r.id = js.run_id

@@ -36,8 +36,13 @@ export interface CostRow {
   running: string;
 }
 
-/** Hot aggregate rows are spread over this many shards; readers sum them. */
-export const TOKENS = 16;
+/**
+ * Hot aggregate rows are spread over this many shards; readers sum them (at most TOKENS rows per key and resource
+ * until compaction folds them). With 8 workers completing jobs of one run, 16 shards made two transactions pick
+ * the same shard about a third of the time, the second then waiting for the first's commit: 64 measured +5–9%
+ * completions per second (lifecycle bench, three alternated pairs).
+ */
+export const TOKENS = 64;
 
 /** The sharded aggregate tables and the key columns of one logical row (without the token). */
 const SHARDED = [
