@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
-import { returning } from '../../infra/database/returning';
 import type { ReportDimension } from './dto/billing.dto';
 
 export interface NewAttempt {

@@ -5,7 +5,7 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
-import { ActiveDelta, JobGroupsService, JobOutcome, RootChange } from '../job-groups/job-groups.service';
+import { ActiveDelta, JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
 import { isFinished, SubmissionStatus } from '../jobs/dto/job-spec';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunsService } from '../runs/runs.service';
