@@ -5,10 +5,13 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { apiValidationPipe } from './common/validation/validation.pipe';
+import { httpMetricsMiddleware } from './infra/metrics/http-metrics.middleware';
+import { MetricsService } from './infra/metrics/metrics.service';
 
 /** Everything main.ts and the e2e tests both need, so tests exercise the app exactly as served. */
 export function configureApp(app: NestExpressApplication): INestApplication {
   app.useLogger(app.get(Logger));
+  app.use(httpMetricsMiddleware(app.get(MetricsService)));
   app.useBodyParser('json', { limit: '32mb' });
   app.useGlobalPipes(apiValidationPipe());
   app.useGlobalFilters(new ApiExceptionFilter());

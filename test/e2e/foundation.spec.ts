@@ -12,8 +12,21 @@ describe('foundation: auth, errors, projects, operations', () => {
     await t.http.get('/healthz').expect(200, { status: 'ok' });
     const ready = await t.http.get('/readyz').expect(200);
     expect(ready.body.details).toMatchObject({ database: { status: 'up' }, migrations: { status: 'up' } });
-    const metrics = await t.http.get('/metrics').expect(200);
-    expect(metrics.text).toContain('runplane_http_request_duration_seconds');
+    await t.http.get('/api/v1/projects').expect(401);
+    await t.http.get('/no/such/route').expect(404);
+    // Every request is timed by route pattern, including those the guard refuses and those no route matches. A
+    // request is counted on its response's 'finish', which may come just after the client has read the response.
+    const wanted = [
+      /runplane_http_request_duration_seconds_count\{[^}]*route="\/healthz"[^}]*status="200"/,
+      /runplane_http_request_duration_seconds_count\{[^}]*route="\/api\/v1\/projects"[^}]*status="401"/,
+      /runplane_http_request_duration_seconds_count\{.*status="404"\}/,
+    ];
+    let metrics = await t.http.get('/metrics').expect(200);
+    for (let i = 0; i < 40 && !wanted.every((w) => w.test(metrics.text)); i++) {
+      await new Promise((r) => setTimeout(r, 25));
+      metrics = await t.http.get('/metrics').expect(200);
+    }
+    for (const w of wanted) expect(metrics.text).toMatch(w);
     expect(metrics.headers['content-type']).toContain('text/plain');
     await t.http.get('/docs').expect(200);
     const doc = await t.http.get('/docs-json').expect(200);
