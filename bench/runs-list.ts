@@ -217,8 +217,8 @@ async function prepareHelpers(env: BenchEnv, setOfRun: Map<string, JobSet>): Pro
 }
 
 /**
- * Gives every job of the chosen set history up to `toH` existing submissions, from `fromH`,
- * writing what the app's own retry path writes: the previous latest becomes a finished no-capacity interruption,
+ * Gives every job of the chosen set history up to `toH` existing submissions, from `fromH`, writing what the app's
+ * own retry path writes: the previous latest becomes a finished no-capacity interruption,
  * the new ones are finished the same way except the newest (running, as after claim + running), and the job rows'
  * facts follow the app's model: latest id/num and status from the newest row, submission_count = every submission
  * ever made (latest num + 1), the gaps counted in folded_submissions, termination_reason = the last one recorded
