@@ -67,6 +67,23 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(await group(run, 0)).toMatchObject({ state: 'complete', status: 'success' });
   });
 
+  it('counts a worker-reported abort as cancelled, idempotently, and finishes the run', async () => {
+    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
+    const w = makeWorker(t, service, 'w-abort');
+    const [s] = await claimOf(w, run);
+    expect((await w.running(s.id)).status).toBe(200);
+    const aborted = { status: 'aborted', termination_reason: 'aborted_by_user' } as const;
+    const first = await w.complete(s.id, aborted);
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ status: 'aborted', termination_reason: 'aborted_by_user', retry_submission: null });
+    expect((await w.complete(s.id, aborted)).body).toEqual(first.body);
+    expect((await w.complete(s.id, DONE)).status).toBe(409);
+    expect(await group(run, 0)).toMatchObject({ counts: { n_jobs: 1, n_completed: 1, n_cancelled: 1, n_succeeded: 0, n_failed: 0 }, state: 'complete' });
+    const after = await getRun(run);
+    expect(after.jobs[0]).toMatchObject({ status: 'aborted', termination_reason: 'aborted_by_user' });
+    expect(after.finished_at).toEqual(expect.any(String));
+  });
+
   it("keeps a worker's provisioning and runtime data as sent, key order included, in the run and in the list", async () => {
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
     const w = makeWorker(t, service, 'w-data');
