@@ -1,8 +1,9 @@
 import type { INestApplication } from '@nestjs/common';
 import type { Server } from 'node:http';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { buildOpenApiDocument } from './common/openapi/document';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { apiValidationPipe } from './common/validation/validation.pipe';
 import { httpMetricsMiddleware } from './infra/metrics/http-metrics.middleware';
@@ -23,16 +24,6 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   const server = app.getHttpServer() as Server;
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
-  const doc = new DocumentBuilder()
-    .setTitle('runplane')
-    .setDescription(
-      'Control plane of a batch-compute service: runs of jobs, retried as submissions, nested job groups ' +
-        'cancelled as a unit, compute billed per second. Errors are `{status_code, code, message, details}`; lists are ' +
-        'keyset-paginated with `limit` (≤100) and an opaque `cursor`; creating POSTs accept `Idempotency-Key`.',
-    )
-    .setVersion('1')
-    .addBearerAuth()
-    .build();
-  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
+  SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app));
   return app;
 }

@@ -1,7 +1,7 @@
 import { Controller, Get } from '@nestjs/common';
 import { HealthCheck, HealthCheckResult, HealthCheckService, HealthIndicatorService, TypeOrmHealthIndicator } from '@nestjs/terminus';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { DataSource } from 'typeorm';
 import { Access } from '../../common/auth/principal';
 import { pendingMigrations } from '../database/migrations-runner';
@@ -19,6 +19,7 @@ export class HealthController {
 
   /** Liveness: the process is up and serving HTTP. */
   @Get('healthz')
+  @ApiOkResponse({ schema: { type: 'object', required: ['status'], additionalProperties: false, properties: { status: { type: 'string', enum: ['ok'] } } } })
   healthz(): { status: 'ok' } {
     return { status: 'ok' };
   }

@@ -1,3 +1,4 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
@@ -24,16 +25,19 @@ export const FINISHED_STATUSES: readonly SubmissionStatus[] = ['done', 'failed',
 export const isFinished = (s: SubmissionStatus) => FINISHED_STATUSES.includes(s);
 
 export class ResourcesDto {
+  @ApiProperty({ minimum: 0.001, maximum: 1024, description: 'CPUs, at most 3 decimals.' })
   @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 3 })
   @Min(0.001)
   @Max(1024)
   cpu!: number;
 
+  @ApiProperty({ type: 'integer', minimum: 1, maximum: 16 * 1024 * 1024 })
   @IsInt()
   @Min(1)
   @Max(16 * 1024 * 1024)
   memory_mib!: number;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 64 })
   @IsOptional()
   @IsInt()
   @Min(0)
@@ -42,6 +46,7 @@ export class ResourcesDto {
 }
 
 export class JobSpecDto {
+  @ApiProperty({ type: String, isArray: true, minItems: 1, maxItems: 1000, description: 'Run in order in one shell; each at most 65,536 characters.' })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(1000)
@@ -49,20 +54,29 @@ export class JobSpecDto {
   @MaxLength(65536, { each: true })
   commands!: string[];
 
+  @ApiPropertyOptional({ maxLength: 512 })
   @IsOptional()
   @IsString()
   @MaxLength(512)
   image?: string;
 
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: { type: 'string', maxLength: 32768 },
+    maxProperties: 500,
+    description: 'Names like FOO_BAR (letters, digits, _; not starting with a digit; at most 256) to strings.',
+  })
   @IsOptional()
   @IsEnvMap()
   env?: Record<string, string>;
 
+  @ApiProperty({ type: () => ResourcesDto })
   @IsObject()
   @ValidateNested()
   @Type(() => ResourcesDto)
   resources!: ResourcesDto;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 30 * 24 * 3600 })
   @IsOptional()
   @IsInt()
   @Min(1)
@@ -81,26 +95,31 @@ export type JobSpec = {
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 export class JobRequestDto {
+  @ApiPropertyOptional({ pattern: JOB_NAME.source })
   @IsOptional()
   @IsString()
   @Matches(JOB_NAME, { message: 'must be 1-128 characters of letters, digits, _ . - starting with a letter or digit' })
   name?: string;
 
+  @ApiPropertyOptional({ maxLength: 128, description: 'The `ref` of a group of the same request (run submission only); absent: the root.' })
   @IsOptional()
   @IsString()
   @MaxLength(128)
   group_ref?: string;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 10000, default: 1 })
   @IsOptional()
   @IsInt()
   @Min(1)
   @Max(10000)
   replicas?: number;
 
+  @ApiPropertyOptional({ default: false })
   @IsOptional()
   @IsBoolean()
   always_run?: boolean;
 
+  @ApiProperty({ type: () => JobSpecDto })
   @IsObject()
   @ValidateNested()
   @Type(() => JobSpecDto)
@@ -117,32 +136,83 @@ export interface NewJob {
   alwaysRun: boolean;
 }
 
-export interface SubmissionView {
-  id: string;
-  submission_num: number;
-  status: SubmissionStatus;
-  termination_reason: string | null;
-  exit_status: number | null;
-  submitted_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  provisioning_data: Record<string, unknown> | RawJson | null;
-  runtime_data: Record<string, unknown> | RawJson | null;
-  cost_usd: number;
+const FREE_FORM = { type: 'object', additionalProperties: true, nullable: true } as const;
+
+export class SubmissionView {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  submission_num!: number;
+
+  @ApiProperty({ enum: SUBMISSION_STATUSES })
+  status!: SubmissionStatus;
+
+  @ApiProperty({ type: String, nullable: true })
+  termination_reason!: string | null;
+
+  @ApiProperty({ type: 'integer', nullable: true })
+  exit_status!: number | null;
+
+  @ApiProperty({ format: 'date-time' })
+  submitted_at!: string;
+
+  @ApiProperty({ type: String, format: 'date-time', nullable: true })
+  started_at!: string | null;
+
+  @ApiProperty({ type: String, format: 'date-time', nullable: true })
+  finished_at!: string | null;
+
+  @ApiProperty({ ...FREE_FORM, description: 'What the worker reported when it started.' })
+  provisioning_data!: Record<string, unknown> | RawJson | null;
+
+  @ApiProperty({ ...FREE_FORM, description: 'What the worker reported on heartbeats.' })
+  runtime_data!: Record<string, unknown> | RawJson | null;
+
+  @ApiProperty()
+  cost_usd!: number;
 }
 
-export interface JobView {
-  id: string;
-  job_num: number;
-  replica_num: number;
-  job_name: string;
-  job_group_id: number;
-  status: SubmissionStatus;
-  termination_reason: string | null;
+export class JobView {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_num!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  replica_num!: number;
+
+  @ApiProperty()
+  job_name!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_group_id!: number;
+
+  @ApiProperty({ enum: SUBMISSION_STATUSES, description: 'Effective: `terminated` once an ancestor group is cancelled.' })
+  status!: SubmissionStatus;
+
+  @ApiProperty({ type: String, nullable: true })
+  termination_reason!: string | null;
+
   /** The group whose cancellation terminated this job, when that is why it is terminated. */
-  cancelled_job_group_id: number | null;
-  submission_count: number;
-  folded_submissions: Record<string, number>;
-  latest_job_submission: SubmissionView | null;
-  job_submissions: SubmissionView[];
+  @ApiProperty({ type: 'integer', nullable: true, description: 'The group whose cancellation terminated this job, when that is why.' })
+  cancelled_job_group_id!: number | null;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  submission_count!: number;
+
+  @ApiProperty({ type: 'object', additionalProperties: { type: 'integer' }, description: 'Submissions not listed, counted by termination reason.' })
+  folded_submissions!: Record<string, number>;
+
+  @ApiProperty({ type: () => SubmissionView, nullable: true })
+  latest_job_submission!: SubmissionView | null;
+
+  @ApiProperty({ type: () => SubmissionView, isArray: true, description: 'Ascending by submission_num.' })
+  job_submissions!: SubmissionView[];
+}
+
+export class JobList {
+  @ApiProperty({ type: () => JobView, isArray: true })
+  jobs!: JobView[];
 }

@@ -1,3 +1,4 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
@@ -24,18 +25,21 @@ export const MAX_JOBS_PER_REQUEST = 10_000;
 export const RUN_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 export class RetryPolicyDto {
+  @ApiProperty({ enum: RETRY_EVENTS, isArray: true, minItems: 1, uniqueItems: true })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayUnique()
   @IsIn(RETRY_EVENTS, { each: true })
   on_events!: RetryEvent[];
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 30 * 24 * 3600, description: 'Retry only within this many seconds of submission.' })
   @IsOptional()
   @IsInt()
   @Min(1)
   @Max(30 * 24 * 3600)
   duration_s?: number;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1000, description: 'Submissions per job, the first included.' })
   @IsOptional()
   @IsInt()
   @Min(1)
@@ -44,19 +48,23 @@ export class RetryPolicyDto {
 }
 
 export class JobGroupRequestDto {
+  @ApiProperty({ pattern: '^[A-Za-z0-9_.:-]{1,128}$', description: "The request's own label for the group." })
   @IsString()
   @Matches(/^[A-Za-z0-9_.:-]{1,128}$/, { message: 'must be 1-128 characters of letters, digits, _ . : -' })
   ref!: string;
 
+  @ApiPropertyOptional({ maxLength: 128, description: 'The `ref` of another group of the request; absent: the root.' })
   @IsOptional()
   @IsString()
   @MaxLength(128)
   parent_ref?: string;
 
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 16,384 bytes of JSON.' })
   @IsOptional()
   @IsJsonObject(16384)
   attributes?: Record<string, unknown>;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000 })
   @IsOptional()
   @IsInt()
   @Min(1)
@@ -65,21 +73,25 @@ export class JobGroupRequestDto {
 }
 
 export class SubmitRunDto {
+  @ApiPropertyOptional({ pattern: RUN_NAME.source, description: 'Unique in the project; generated when absent.' })
   @IsOptional()
   @IsString()
   @Matches(RUN_NAME, { message: 'must be 1-63 characters of a-z, 0-9 and -, starting with a letter or digit' })
   run_name?: string;
 
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 16,384 bytes of JSON.' })
   @IsOptional()
   @IsJsonObject(16384)
   attributes?: Record<string, unknown>;
 
+  @ApiPropertyOptional({ type: () => RetryPolicyDto })
   @IsOptional()
   @IsObject()
   @ValidateNested()
   @Type(() => RetryPolicyDto)
   retry?: RetryPolicyDto;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, description: "Cancel the run's root group after this many failures." })
   @IsOptional()
   @IsInt()
   @Min(1)
@@ -87,12 +99,14 @@ export class SubmitRunDto {
   cancel_after_n_failures?: number;
 
   /** Higher runs are claimed first (default 0). */
+  @ApiPropertyOptional({ type: 'integer', minimum: -1000, maximum: 1000, default: 0, description: 'Higher runs are claimed first.' })
   @IsOptional()
   @IsInt()
   @Min(-1000)
   @Max(1000)
   priority?: number;
 
+  @ApiPropertyOptional({ type: () => JobGroupRequestDto, isArray: true, maxItems: 1000 })
   @IsOptional()
   @IsArray()
   @ArrayMaxSize(1000)
@@ -100,6 +114,7 @@ export class SubmitRunDto {
   @Type(() => JobGroupRequestDto)
   job_groups?: JobGroupRequestDto[];
 
+  @ApiProperty({ type: () => JobRequestDto, isArray: true, minItems: 1, maxItems: MAX_JOBS_PER_REQUEST, description: 'At most 10,000 jobs once replicas are expanded.' })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(MAX_JOBS_PER_REQUEST)
@@ -109,6 +124,7 @@ export class SubmitRunDto {
 }
 
 export class StopRunDto {
+  @ApiPropertyOptional({ default: false, description: 'Abort: also stops `always_run` jobs; jobs end `aborted`.' })
   @IsOptional()
   @IsBoolean()
   abort?: boolean;

@@ -1,6 +1,8 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsIn, IsInt, IsNumber, IsObject, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
 import { IsJsonObject } from '../../../common/validation/validators';
+import { JobSpecDto, SUBMISSION_STATUSES, type SubmissionStatus } from '../../jobs/dto/job-spec';
 
 const WORKER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
 const WORKER_ID_RULE = 'must be 1-128 characters of letters, digits, _ . : @ -';
@@ -24,16 +26,19 @@ export const REPORTED_STATUSES = ['done', 'failed', 'terminated', 'aborted'] as 
 export type ReportedStatus = (typeof REPORTED_STATUSES)[number];
 
 export class CapacityDto {
+  @ApiProperty({ minimum: 0, maximum: 100_000 })
   @IsNumber({ allowNaN: false, allowInfinity: false })
   @Min(0)
   @Max(100_000)
   cpu!: number;
 
+  @ApiProperty({ type: 'integer', minimum: 0, maximum: 1_000_000_000 })
   @IsInt()
   @Min(0)
   @Max(1_000_000_000)
   memory_mib!: number;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 1024 })
   @IsOptional()
   @IsInt()
   @Min(0)
@@ -41,16 +46,21 @@ export class CapacityDto {
   gpu?: number;
 }
 
+const WorkerIdProperty = () => ApiProperty({ pattern: WORKER_ID.source });
+
 export class ClaimDto {
+  @WorkerIdProperty()
   @IsString()
   @Matches(WORKER_ID, { message: WORKER_ID_RULE })
   worker_id!: string;
 
+  @ApiProperty({ type: () => CapacityDto })
   @IsObject()
   @ValidateNested()
   @Type(() => CapacityDto)
   capacity!: CapacityDto;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 1 })
   @IsOptional()
   @IsInt()
   @Min(1)
@@ -59,30 +69,36 @@ export class ClaimDto {
 }
 
 export class WorkerReportDto {
+  @WorkerIdProperty()
   @IsString()
   @Matches(WORKER_ID, { message: WORKER_ID_RULE })
   worker_id!: string;
 }
 
 export class RunningDto extends WorkerReportDto {
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 65,536 bytes of JSON.' })
   @IsOptional()
   @IsJsonObject(65536)
   provisioning_data?: Record<string, unknown>;
 }
 
 export class HeartbeatDto extends WorkerReportDto {
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 65,536 bytes of JSON.' })
   @IsOptional()
   @IsJsonObject(65536)
   runtime_data?: Record<string, unknown>;
 }
 
 export class CompleteDto extends WorkerReportDto {
+  @ApiProperty({ enum: REPORTED_STATUSES })
   @IsIn(REPORTED_STATUSES)
   status!: ReportedStatus;
 
+  @ApiProperty({ enum: TERMINATION_REASONS })
   @IsIn(TERMINATION_REASONS)
   termination_reason!: string;
 
+  @ApiPropertyOptional({ type: 'integer', minimum: -1_000_000, maximum: 1_000_000 })
   @IsOptional()
   @IsInt()
   @Min(-1_000_000)
@@ -90,23 +106,78 @@ export class CompleteDto extends WorkerReportDto {
   exit_status?: number;
 }
 
-export interface ClaimedSubmissionView {
-  id: string;
-  job_id: string;
-  run_id: string;
-  job_group_id: number;
-  job_num: number;
-  replica_num: number;
-  job_name: string;
-  submission_num: number;
-  spec: unknown;
-  lease_expires_at: string;
+export class ClaimedSubmissionView {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ format: 'uuid' })
+  job_id!: string;
+
+  @ApiProperty({ format: 'uuid' })
+  run_id!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_group_id!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_num!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  replica_num!: number;
+
+  @ApiProperty()
+  job_name!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  submission_num!: number;
+
+  @ApiProperty({ type: () => JobSpecDto })
+  spec!: unknown;
+
+  @ApiProperty({ format: 'date-time' })
+  lease_expires_at!: string;
 }
 
-export interface CompleteView {
-  submission_id: string;
-  status: string;
-  termination_reason: string;
+export class ClaimView {
+  @ApiProperty({ type: () => ClaimedSubmissionView, isArray: true })
+  submissions!: ClaimedSubmissionView[];
+}
+
+export class RunningView {
+  @ApiProperty({ enum: ['running'] })
+  status!: string;
+
+  @ApiProperty({ type: String, format: 'date-time', nullable: true })
+  lease_expires_at!: string | null;
+}
+
+export class HeartbeatView {
+  @ApiProperty({ description: "The submission's group, an ancestor or the run was cancelled: stop the work." })
+  cancel_requested!: boolean;
+
+  @ApiProperty({ format: 'date-time' })
+  lease_expires_at!: string;
+}
+
+export class RetrySubmissionView {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 1 })
+  submission_num!: number;
+}
+
+export class CompleteView {
+  @ApiProperty({ format: 'uuid' })
+  submission_id!: string;
+
+  @ApiProperty({ enum: SUBMISSION_STATUSES })
+  status!: SubmissionStatus | string;
+
+  @ApiProperty()
+  termination_reason!: string;
+
   /** The submission created to retry the job, when the failure is within the run's retry policy. */
-  retry_submission: { id: string; submission_num: number } | null;
+  @ApiProperty({ type: () => RetrySubmissionView, nullable: true, description: 'The submission created to retry the job, when the failure is within the retry policy.' })
+  retry_submission!: { id: string; submission_num: number } | null;
 }

@@ -1,0 +1,38 @@
+import type { INestApplication } from '@nestjs/common';
+import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
+import { ERROR_STATUS } from '../errors/domain-error';
+import { errorSchema, errorSchemaName } from './api-docs';
+
+const DESCRIPTION =
+  'Control plane of a batch-compute service: runs of jobs, retried as submissions, nested job groups cancelled as a ' +
+  'unit, compute billed per second. Errors are `{status_code, code, message, details}` (each response lists the codes ' +
+  'its status may carry); lists are keyset-paginated with `limit` (≤100) and an opaque `cursor`; creating POSTs ' +
+  'accept `Idempotency-Key`; unknown body fields are rejected. Tokens are opaque bearer tokens.';
+
+/** The OpenAPI document of the app's routes, as served at /docs-json and committed as openapi.json. */
+export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
+  const config = new DocumentBuilder()
+    .setTitle('runplane')
+    .setDescription(DESCRIPTION)
+    .setVersion('1')
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (from `POST /api/v1/users` or `POST /api/v1/users/me/tokens`).' })
+    .build();
+  // DocumentBuilder adds `bearerFormat: JWT` by default; these tokens are opaque.
+  for (const scheme of Object.values(config.components?.securitySchemes ?? {})) delete (scheme as { bearerFormat?: string }).bearerFormat;
+  return finishDocument(SwaggerModule.createDocument(app, config));
+}
+
+/**
+ * What the decorators can't say: the error schemas every error response refers to, and exact objects (no field
+ * beyond those listed: request bodies with unknown fields are refused, and responses carry nothing undocumented).
+ */
+function finishDocument(doc: OpenAPIObject): OpenAPIObject {
+  const schemas = (doc.components ??= {}).schemas ?? {};
+  for (const schema of Object.values(schemas)) {
+    const s = schema as { type?: string; properties?: object; additionalProperties?: unknown };
+    if (s.properties && s.additionalProperties === undefined) s.additionalProperties = false;
+  }
+  for (const status of [...new Set<number>(Object.values(ERROR_STATUS))].sort((a, b) => a - b)) schemas[errorSchemaName(status)] = errorSchema(status);
+  doc.components.schemas = Object.fromEntries(Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)));
+  return doc;
+}
