@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsNumber, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+import { Optional } from '../../../common/validation/validators';
 
 export const REPORT_DIMENSIONS = ['user', 'day', 'resource'] as const;
 export type ReportDimension = (typeof REPORT_DIMENSIONS)[number];
@@ -18,7 +19,7 @@ export class NewRateDto {
 
   /** Required for a new resource; defaults to the previous version's unit. */
   @ApiPropertyOptional({ pattern: '^[A-Za-z][A-Za-z0-9_-]{0,31}$', description: "Required for a new resource; defaults to the previous version's unit." })
-  @IsOptional()
+  @Optional()
   @IsString()
   @Matches(/^[A-Za-z][A-Za-z0-9_-]{0,31}$/, { message: 'unit must be 1-32 letters, digits, _ or -' })
   unit?: string;

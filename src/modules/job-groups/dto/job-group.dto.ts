@@ -2,7 +2,7 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import { Transform } from 'class-transformer';
 import { PageQueryDto } from '../../../common/pagination/cursor';
-import { IsJsonObject } from '../../../common/validation/validators';
+import { IsJsonObject, Optional } from '../../../common/validation/validators';
 
 export const MAX_DEPTH = 5;
 
@@ -14,12 +14,12 @@ export class CreateJobGroupDto {
   parent_id!: number;
 
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 16,384 bytes of JSON.' })
-  @IsOptional()
+  @Optional()
   @IsJsonObject(16384)
   attributes?: Record<string, unknown>;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000 })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(1_000_000)
@@ -28,7 +28,7 @@ export class CreateJobGroupDto {
 
 export class CancelJobGroupDto {
   @ApiPropertyOptional({ maxLength: 256 })
-  @IsOptional()
+  @Optional()
   @IsString()
   @MaxLength(256)
   reason?: string;

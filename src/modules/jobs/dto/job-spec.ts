@@ -8,7 +8,6 @@ import {
   IsInt,
   IsNumber,
   IsObject,
-  IsOptional,
   IsString,
   Matches,
   Max,
@@ -17,7 +16,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import type { RawJson } from '../../../common/json/raw-json';
-import { IsEnvMap } from '../../../common/validation/validators';
+import { IsEnvMap, Optional } from '../../../common/validation/validators';
 
 export const SUBMISSION_STATUSES = ['submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'] as const;
 export type SubmissionStatus = (typeof SUBMISSION_STATUSES)[number];
@@ -38,7 +37,7 @@ export class ResourcesDto {
   memory_mib!: number;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 64 })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(0)
   @Max(64)
@@ -55,7 +54,7 @@ export class JobSpecDto {
   commands!: string[];
 
   @ApiPropertyOptional({ maxLength: 512 })
-  @IsOptional()
+  @Optional()
   @IsString()
   @MaxLength(512)
   image?: string;
@@ -66,7 +65,7 @@ export class JobSpecDto {
     maxProperties: 500,
     description: 'Names like FOO_BAR (letters, digits, _; not starting with a digit; at most 256) to strings.',
   })
-  @IsOptional()
+  @Optional()
   @IsEnvMap()
   env?: Record<string, string>;
 
@@ -77,7 +76,7 @@ export class JobSpecDto {
   resources!: ResourcesDto;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 30 * 24 * 3600 })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(30 * 24 * 3600)
@@ -96,26 +95,26 @@ export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 export class JobRequestDto {
   @ApiPropertyOptional({ pattern: JOB_NAME.source })
-  @IsOptional()
+  @Optional()
   @IsString()
   @Matches(JOB_NAME, { message: 'must be 1-128 characters of letters, digits, _ . - starting with a letter or digit' })
   name?: string;
 
   @ApiPropertyOptional({ maxLength: 128, description: 'The `ref` of a group of the same request (run submission only); absent: the root.' })
-  @IsOptional()
+  @Optional()
   @IsString()
   @MaxLength(128)
   group_ref?: string;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 10000, default: 1 })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(10000)
   replicas?: number;
 
   @ApiPropertyOptional({ default: false })
-  @IsOptional()
+  @Optional()
   @IsBoolean()
   always_run?: boolean;
 

@@ -9,7 +9,6 @@ import {
   IsIn,
   IsInt,
   IsObject,
-  IsOptional,
   IsString,
   Matches,
   Max,
@@ -17,7 +16,7 @@ import {
   Min,
   ValidateNested,
 } from 'class-validator';
-import { IsJsonObject } from '../../../common/validation/validators';
+import { IsJsonObject, Optional } from '../../../common/validation/validators';
 import { JobRequestDto } from '../../jobs/dto/job-spec';
 import { RETRY_EVENTS, type RetryEvent } from './run-status';
 
@@ -33,14 +32,14 @@ export class RetryPolicyDto {
   on_events!: RetryEvent[];
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 30 * 24 * 3600, description: 'Retry only within this many seconds of submission.' })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(30 * 24 * 3600)
   duration_s?: number;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1000, description: 'Submissions per job, the first included.' })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(1000)
@@ -54,18 +53,18 @@ export class JobGroupRequestDto {
   ref!: string;
 
   @ApiPropertyOptional({ maxLength: 128, description: 'The `ref` of another group of the request; absent: the root.' })
-  @IsOptional()
+  @Optional()
   @IsString()
   @MaxLength(128)
   parent_ref?: string;
 
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 16,384 bytes of JSON.' })
-  @IsOptional()
+  @Optional()
   @IsJsonObject(16384)
   attributes?: Record<string, unknown>;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000 })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(1_000_000)
@@ -74,25 +73,25 @@ export class JobGroupRequestDto {
 
 export class SubmitRunDto {
   @ApiPropertyOptional({ pattern: RUN_NAME.source, description: 'Unique in the project; generated when absent.' })
-  @IsOptional()
+  @Optional()
   @IsString()
   @Matches(RUN_NAME, { message: 'must be 1-63 characters of a-z, 0-9 and -, starting with a letter or digit' })
   run_name?: string;
 
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 16,384 bytes of JSON.' })
-  @IsOptional()
+  @Optional()
   @IsJsonObject(16384)
   attributes?: Record<string, unknown>;
 
   @ApiPropertyOptional({ type: () => RetryPolicyDto })
-  @IsOptional()
+  @Optional()
   @IsObject()
   @ValidateNested()
   @Type(() => RetryPolicyDto)
   retry?: RetryPolicyDto;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, description: "Cancel the run's root group after this many failures." })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(1_000_000)
@@ -100,14 +99,14 @@ export class SubmitRunDto {
 
   /** Higher runs are claimed first (default 0). */
   @ApiPropertyOptional({ type: 'integer', minimum: -1000, maximum: 1000, default: 0, description: 'Higher runs are claimed first.' })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(-1000)
   @Max(1000)
   priority?: number;
 
   @ApiPropertyOptional({ type: () => JobGroupRequestDto, isArray: true, maxItems: 1000 })
-  @IsOptional()
+  @Optional()
   @IsArray()
   @ArrayMaxSize(1000)
   @ValidateNested({ each: true })
@@ -125,7 +124,7 @@ export class SubmitRunDto {
 
 export class StopRunDto {
   @ApiPropertyOptional({ default: false, description: 'Abort: also stops `always_run` jobs; jobs end `aborted`.' })
-  @IsOptional()
+  @Optional()
   @IsBoolean()
   abort?: boolean;
 }

@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsNumber, IsObject, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
-import { IsJsonObject } from '../../../common/validation/validators';
+import { IsIn, IsInt, IsNumber, IsObject, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { IsJsonObject, Optional } from '../../../common/validation/validators';
 import { JobSpecDto, SUBMISSION_STATUSES, type SubmissionStatus } from '../../jobs/dto/job-spec';
 
 const WORKER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
@@ -39,7 +39,7 @@ export class CapacityDto {
   memory_mib!: number;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 1024 })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(0)
   @Max(1024)
@@ -61,7 +61,7 @@ export class ClaimDto {
   capacity!: CapacityDto;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 1 })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(100)
@@ -77,14 +77,14 @@ export class WorkerReportDto {
 
 export class RunningDto extends WorkerReportDto {
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 65,536 bytes of JSON.' })
-  @IsOptional()
+  @Optional()
   @IsJsonObject(65536)
   provisioning_data?: Record<string, unknown>;
 }
 
 export class HeartbeatDto extends WorkerReportDto {
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 65,536 bytes of JSON.' })
-  @IsOptional()
+  @Optional()
   @IsJsonObject(65536)
   runtime_data?: Record<string, unknown>;
 }
@@ -99,7 +99,7 @@ export class CompleteDto extends WorkerReportDto {
   termination_reason!: string;
 
   @ApiPropertyOptional({ type: 'integer', minimum: -1_000_000, maximum: 1_000_000 })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(-1_000_000)
   @Max(1_000_000)
