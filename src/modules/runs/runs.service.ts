@@ -65,23 +65,32 @@ export class RunsService {
       }
     });
     const view = await this.tx.run(async (m) =>
-      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: `POST /projects/${access.projectId}/runs`, request: body }, async () => {
-        const run = await this.insertRun(m, access, principal, body);
-        const { ids, ancestors } = await this.groups.createTree(
-          m,
-          run.id,
-          { cancelAfterNFailures: body.cancel_after_n_failures },
-          (body.job_groups ?? []).map((g) => ({ ref: g.ref, parentRef: g.parent_ref, attributes: g.attributes, cancelAfterNFailures: g.cancel_after_n_failures })),
-        );
-        const newJobs = this.jobs.expand(
-          body.jobs.map((job) => ({ jobGroupId: job.group_ref === undefined ? 0 : ids.get(job.group_ref)!, job })),
-          0,
-        );
-        await this.jobs.insert(m, run.id, newJobs, run.priority);
-        const perGroup = new Map<number, number>();
-        for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
-        await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
-        return this.view(run, access.projectName, principal.name, null, m);
+      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: `POST /projects/${access.projectId}/runs`, request: body, kind: 'run' }, {
+        create: async () => {
+          const run = await this.insertRun(m, access, principal, body);
+          const { ids, ancestors } = await this.groups.createTree(
+            m,
+            run.id,
+            { cancelAfterNFailures: body.cancel_after_n_failures },
+            (body.job_groups ?? []).map((g) => ({ ref: g.ref, parentRef: g.parent_ref, attributes: g.attributes, cancelAfterNFailures: g.cancel_after_n_failures })),
+          );
+          const newJobs = this.jobs.expand(
+            body.jobs.map((job) => ({ jobGroupId: job.group_ref === undefined ? 0 : ids.get(job.group_ref)!, job })),
+            0,
+          );
+          await this.jobs.insert(m, run.id, newJobs, run.priority);
+          const perGroup = new Map<number, number>();
+          for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
+          await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
+          return this.view(run, access.projectName, principal.name, null, m);
+        },
+        idOf: (created) => created.id,
+        // The key is the caller's own, so the run is theirs: its current view, as a GET would show it.
+        replay: async (id) => {
+          const run = await this.runs.findRunById(id, m);
+          if (!run) throw notFound(`run ${id}`);
+          return this.view(run, access.projectName, principal.name, null, m);
+        },
       }),
     );
     return withRawJson(view);

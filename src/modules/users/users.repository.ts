@@ -23,8 +23,8 @@ export class UsersRepository {
     return manager.getRepository(User).createQueryBuilder('u').where('u.name = ANY(:names)', { names }).getMany();
   }
 
-  findByIds(ids: string[]): Promise<User[]> {
-    return this.dataSource.getRepository(User).createQueryBuilder('u').where('u.id = ANY(:ids)', { ids }).getMany();
+  findByIds(ids: string[], manager: EntityManager = this.dataSource.manager): Promise<User[]> {
+    return manager.getRepository(User).createQueryBuilder('u').where('u.id = ANY(:ids)', { ids }).getMany();
   }
 
   async insertUser(manager: EntityManager, name: string, globalRole: GlobalRole): Promise<User> {

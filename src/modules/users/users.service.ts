@@ -100,9 +100,9 @@ export class UsersService {
     return new Map((await this.users.findByNames(names, this.dataSource.manager)).map((u) => [u.name, u.id]));
   }
 
-  async namesByIds(ids: string[]): Promise<Map<string, string>> {
+  async namesByIds(ids: string[], manager?: EntityManager): Promise<Map<string, string>> {
     if (ids.length === 0) return new Map();
-    return new Map((await this.users.findByIds([...new Set(ids)])).map((u) => [u.id, u.name]));
+    return new Map((await this.users.findByIds([...new Set(ids)], manager)).map((u) => [u.id, u.name]));
   }
 
   /**
