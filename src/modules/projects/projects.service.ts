@@ -81,7 +81,11 @@ export class ProjectsService {
 
   async update(principal: Principal, name: string, body: UpdateProjectDto): Promise<ProjectView> {
     const access = await this.requireAccess(principal, name, 'admin');
-    await this.dataSource.transaction((m) => this.projects.updateBillingLimit(m, access.projectId, body.billing_limit_usd ?? null));
+    // Only fields present change: an omitted field stays as it is, an explicit null clears it.
+    if (body.billing_limit_usd !== undefined) {
+      const limit = body.billing_limit_usd;
+      await this.dataSource.transaction((m) => this.projects.updateBillingLimit(m, access.projectId, limit));
+    }
     return this.get(principal, name);
   }
 
