@@ -6,6 +6,7 @@ import { AddCancelledToJobGroupCounters1764979200000 } from './1764979200000-Add
 import { MoveRunActiveCountsToRootCounters1765065600000 } from './1765065600000-MoveRunActiveCountsToRootCounters';
 import { StoreSubmissionDataAsJson1765152000000 } from './1765152000000-StoreSubmissionDataAsJson';
 import { StoreIdempotencyResourceReferences1765497600000 } from './1765497600000-StoreIdempotencyResourceReferences';
+import { AddUnfinishedRunsIndex1765497600001 } from './1765497600001-AddUnfinishedRunsIndex';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -17,4 +18,5 @@ export const MIGRATIONS = [
   MoveRunActiveCountsToRootCounters1765065600000,
   StoreSubmissionDataAsJson1765152000000,
   StoreIdempotencyResourceReferences1765497600000,
+  AddUnfinishedRunsIndex1765497600001,
 ];

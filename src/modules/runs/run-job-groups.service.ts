@@ -58,6 +58,7 @@ export class RunJobGroupsService {
     const jobs = await this.tx.run((m) =>
       this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups/${jobGroupId}/jobs`, request: body, kind: 'jobs' }, {
         create: async () => {
+          await this.runs.assertQueueRoom(m, access, total);
           const chain = await this.groups.lockForNewJobs(m, run.id, jobGroupId);
           const first = await this.jobs.nextJobNum(m, run.id);
           const newJobs = this.jobs.expand(
