@@ -75,10 +75,26 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        get: operations["UsersController_listTokens"];
         put?: never;
         post: operations["UsersController_issueToken"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/users/me/tokens/{tokenId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["UsersController_revokeToken"];
         options?: never;
         head?: never;
         patch?: never;
@@ -648,7 +664,7 @@ export interface components {
             /** @enum {integer} */
             status_code: 409;
             /** @enum {string} */
-            code: "CONFLICT" | "ALREADY_EXISTS" | "GROUP_CANCELLED" | "RUN_NOT_FINISHED" | "IDEMPOTENCY_KEY_REUSED" | "STALE_SUBMISSION";
+            code: "CONFLICT" | "ALREADY_EXISTS" | "GROUP_CANCELLED" | "RUN_NOT_FINISHED" | "IDEMPOTENCY_KEY_REUSED" | "STALE_SUBMISSION" | "TOKEN_LIMIT_REACHED" | "QUEUE_LIMIT_EXCEEDED";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -675,7 +691,7 @@ export interface components {
             /** @enum {integer} */
             status_code: 429;
             /** @enum {string} */
-            code: "TOO_MANY_REQUESTS";
+            code: "TOO_MANY_REQUESTS" | "RATE_LIMITED";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -728,6 +744,14 @@ export interface components {
             /** @description No mismatch. */
             ok: boolean;
             mismatches: components["schemas"]["InvariantMismatch"][];
+        };
+        IssuedToken: {
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description The secret, shown only in this response. */
+            token: string;
         };
         JobGroupRequestDto: {
             /** @description The request's own label for the group. */
@@ -1004,9 +1028,16 @@ export interface components {
             /** @description At most 10,000 jobs once replicas are expanded. */
             jobs: components["schemas"]["JobRequestDto"][];
         };
+        TokenPage: {
+            items: components["schemas"]["TokenView"][];
+            /** @description Opaque; pass as `cursor` for the next page. null on the last page. */
+            next_cursor: string | null;
+        };
         TokenView: {
-            /** @description A new token of the caller; shown only in this response. */
-            token: string;
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            created_at: string;
         };
         UpdateProjectDto: {
             /** @description USD, at most 6 decimals; null removes the limit. */
@@ -1223,7 +1254,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1241,7 +1272,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1296,7 +1327,75 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    UsersController_listTokens: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description The previous page's `next_cursor`. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenPage"];
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1330,7 +1429,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TokenView"];
+                    "application/json": components["schemas"]["IssuedToken"];
                 };
             };
             /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
@@ -1360,6 +1459,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -1369,7 +1477,82 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    UsersController_revokeToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Token id (anything else is a 404). */
+                tokenId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1438,7 +1621,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1509,7 +1692,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1527,7 +1710,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1603,7 +1786,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1692,7 +1875,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1781,7 +1964,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1860,7 +2043,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1951,7 +2134,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2043,7 +2226,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2061,7 +2244,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2142,7 +2325,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2219,7 +2402,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2228,7 +2411,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2319,7 +2502,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2404,7 +2587,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2498,7 +2681,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2516,7 +2699,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2604,7 +2787,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2700,7 +2883,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2718,7 +2901,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2798,7 +2981,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2883,7 +3066,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2976,7 +3159,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3031,7 +3214,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3099,7 +3282,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3117,7 +3300,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3194,7 +3377,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3274,7 +3457,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3292,7 +3475,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3372,7 +3555,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3390,7 +3573,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3470,7 +3653,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3488,7 +3671,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3571,7 +3754,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3649,7 +3832,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3729,7 +3912,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3802,7 +3985,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3857,7 +4040,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`. */
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
                     [name: string]: unknown;

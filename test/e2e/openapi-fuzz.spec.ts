@@ -93,7 +93,8 @@ async function send(t: TestApp, op: Operation, r: FuzzRequest): Promise<Response
   let req = t.http[op.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete'](url);
   if (r.auth !== null) req = req.set('Authorization', r.auth);
   for (const [k, v] of Object.entries(r.headers)) req = req.set(k, v);
-  if (r.body !== undefined) req = req.set('Content-Type', 'application/json').send(typeof r.body === 'string' ? r.body : JSON.stringify(r.body));
+  if (r.rawBody !== undefined) req = req.set('Content-Type', 'application/json').send(r.rawBody);
+  else if (r.body !== undefined) req = req.set('Content-Type', 'application/json').send(JSON.stringify(r.body));
   return req.ok(() => true);
 }
 
@@ -119,6 +120,7 @@ interface Fixtures {
   finishedRunId: string;
   submissionId: string;
   workerId: string;
+  revocableTokenId: string;
   foreign: Record<string, (string | number)[]>;
 }
 
@@ -140,6 +142,7 @@ async function buildFixtures(t: TestApp): Promise<Fixtures> {
   const groupId = run.jobs.find((j) => j.job_group_id !== 0)!.job_group_id;
   const cancellable = await t.http.post(`/api/v1/projects/${project}/runs/${run.id}/job-groups`).set(owner.auth).send({ parent_id: 0 }).expect(201);
   const stoppable = await makeRun(t, owner, project);
+  const revocable = await t.http.post('/api/v1/users/me/tokens').set(owner.auth).expect(201);
   const foreignProject = (await makeProject(t, outsider)).name;
   const foreignRun = await makeRun(t, outsider, foreignProject, { job_groups: [{ ref: 'x' }], jobs: [{ group_ref: 'x', spec: jobSpec() }] });
   return {
@@ -155,6 +158,7 @@ async function buildFixtures(t: TestApp): Promise<Fixtures> {
     finishedRunId: finishedRun.id,
     submissionId: claimed.id,
     workerId: worker.workerId,
+    revocableTokenId: revocable.body.id,
     foreign: {
       project: [foreignProject],
       runId: [foreignRun.id],
@@ -187,6 +191,8 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     'POST /api/v1/users': () => as(f.admin, { body: { name: uniqueName('fuzz'), global_role: 'user' } }),
     'GET /api/v1/users/me': () => as(f.owner),
     'POST /api/v1/users/me/tokens': () => as(f.owner),
+    'GET /api/v1/users/me/tokens': () => as(f.owner, { query: { limit: '2' } }),
+    'DELETE /api/v1/users/me/tokens/{tokenId}': () => as(f.owner, { params: { tokenId: f.revocableTokenId } }),
     'POST /api/v1/projects': () => as(f.owner, { body: { name: uniqueName('fuzz'), billing_limit_usd: 100 } }),
     'GET /api/v1/projects': () => as(f.owner, { query: { limit: '5' } }),
     'GET /api/v1/projects/{project}': () => as(f.owner, { params: { project: f.project } }),

@@ -5,8 +5,10 @@ import type { Operation, Schema, SchemaValidator } from './openapi-schema';
 export interface FuzzRequest {
   params: Record<string, string | number>;
   query: Record<string, unknown>;
-  /** undefined: no body. A string is sent as is (with a JSON content type), anything else as JSON. */
+  /** undefined: no body; anything else is sent as JSON. */
   body?: unknown;
+  /** Sent as is with a JSON content type, instead of `body` (malformed JSON). */
+  rawBody?: string;
   headers: Record<string, string>;
   /** The Authorization header; null sends none. */
   auth: string | null;
@@ -146,7 +148,7 @@ function bodyMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): fc.
       }),
     );
   }
-  arbs.push(fc.oneof(fc.string({ maxLength: 30 }), fc.constantFrom('{', '[1,', '{"a":}', 'nul', '{"jobs": [}')).map((text) => ({ label: `not JSON: ${short(text)}`, request: { ...valid, body: `\u0001${text}` }, mustRefuse: true })));
+  arbs.push(fc.oneof(fc.string({ maxLength: 30 }), fc.constantFrom('{', '[1,', '{"a":}', 'nul', '{"jobs": [}')).map((text) => ({ label: `not JSON: ${short(text)}`, request: { ...valid, rawBody: `\u0001${text}` }, mustRefuse: true })));
   arbs.push(fc.jsonValue({ maxDepth: 3 }).map((v) => example(`random JSON ${short(v)}`, v)));
   return arbs;
 }

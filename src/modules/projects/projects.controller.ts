@@ -38,7 +38,7 @@ export class ProjectsController {
     return this.projects.get(p, project);
   }
 
-  /** Project admins change the billing limit (null removes it). */
+  /** Project admins change the billing limit: only fields present change; `null` removes the limit. */
   @Patch(':project')
   @ApiProjectParam()
   @ApiOkResponse({ type: ProjectView })

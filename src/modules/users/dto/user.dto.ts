@@ -39,8 +39,18 @@ export class UserWithToken {
   token!: string;
 }
 
+/** A token as its owner sees it later: never its secret (only its hash is stored). */
 export class TokenView {
-  @ApiProperty({ description: 'A new token of the caller; shown only in this response.' })
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ format: 'date-time' })
+  created_at!: string;
+}
+
+/** A new token: the secret is shown in this response only. */
+export class IssuedToken extends TokenView {
+  @ApiProperty({ description: 'The secret, shown only in this response.' })
   token!: string;
 }
 
