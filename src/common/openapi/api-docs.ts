@@ -17,6 +17,8 @@ const STATUS_MEANING: Record<number, string> = {
   404: 'Not found, or not visible to the caller.',
   409: 'Conflicts with the current state.',
   413: 'The request (or what it would store) is too large.',
+  408: 'The request took too long to arrive.',
+  415: 'The body is not JSON.',
   422: 'Well-formed but not processable.',
   429: 'Too many requests; retry after `Retry-After` seconds.',
   431: 'Request headers too large.',
@@ -48,17 +50,22 @@ export function errorSchema(status: number): Record<string, unknown> {
   };
 }
 
+/** The response object of one error status: its meaning, its codes, the shared schema. */
+export function errorResponse(status: number): { description: string; content: { 'application/json': { schema: { $ref: string } } } } {
+  const codes = errorCodesFor(status);
+  if (codes.length === 0) throw new Error(`error status ${status}: no error code has this status`);
+  return {
+    description: `${STATUS_MEANING[status] ?? 'Error.'} Codes: ${codes.map((c) => `\`${c}\``).join(', ')}.`,
+    content: { 'application/json': { schema: { $ref: `#/components/schemas/${errorSchemaName(status)}` } } },
+  };
+}
+
 /** Error responses of a route (or of every route of a controller), each with the shared error schema. */
 export function ApiErrors(...statuses: number[]): MethodDecorator & ClassDecorator {
   return applyDecorators(
     ...statuses.map((status) => {
-      const codes = errorCodesFor(status);
-      if (codes.length === 0) throw new Error(`ApiErrors(${status}): no error code has this status`);
-      return ApiResponse({
-        status,
-        description: `${STATUS_MEANING[status] ?? 'Error.'} Codes: ${codes.map((c) => `\`${c}\``).join(', ')}.`,
-        schema: { $ref: `#/components/schemas/${errorSchemaName(status)}` },
-      });
+      const { description, content } = errorResponse(status);
+      return ApiResponse({ status, description, schema: content['application/json'].schema });
     }),
   ) as MethodDecorator & ClassDecorator;
 }

@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import { ERROR_STATUS } from '../errors/domain-error';
-import { errorSchema, errorSchemaName } from './api-docs';
+import { errorCodesFor, errorResponse, errorSchema, errorSchemaName } from './api-docs';
 
 const DESCRIPTION =
   'Control plane of a batch-compute service: runs of jobs, retried as submissions, nested job groups cancelled as a ' +
@@ -33,6 +33,23 @@ function finishDocument(doc: OpenAPIObject): OpenAPIObject {
     if (s.properties && s.additionalProperties === undefined) s.additionalProperties = false;
   }
   for (const status of [...new Set<number>(Object.values(ERROR_STATUS))].sort((a, b) => a - b)) schemas[errorSchemaName(status)] = errorSchema(status);
+  addTransportErrors(doc);
   doc.components.schemas = Object.fromEntries(Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)));
   return doc;
+}
+
+/**
+ * Errors met before a request reaches its route, so no route's decorators name them: headers too large (431) on any
+ * route; a body that arrives too slowly (408) or in an unsupported media type (415) on routes that take one.
+ * Listed only once the server has codes for them.
+ */
+function addTransportErrors(doc: OpenAPIObject): void {
+  for (const item of Object.values(doc.paths)) {
+    for (const method of ['get', 'post', 'put', 'patch', 'delete'] as const) {
+      const op = item[method];
+      if (!op) continue;
+      const statuses = [431, ...(method === 'get' || method === 'delete' ? [] : [408, 415])];
+      for (const status of statuses) if (errorCodesFor(status).length && !op.responses[status]) op.responses[status] = errorResponse(status);
+    }
+  }
 }
