@@ -198,7 +198,8 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     'GET /api/v1/projects/{project}': () => as(f.owner, { params: { project: f.project } }),
     'PATCH /api/v1/projects/{project}': () => as(f.owner, { params: { project: f.project }, body: { billing_limit_usd: 1000 } }),
     'PUT /api/v1/projects/{project}/members': () => as(f.owner, { params: { project: f.project }, body: { members: [{ user: f.owner.name, role: 'admin' }] } }),
-    'GET /api/v1/runs': () => as(f.owner, { query: { limit: '2', ascending: 'true', status: 'submitted', only_active: 'false', include_jobs: 'true', job_submissions_limit: '3' } }),
+    // Every run of the fixtures, the finished one with its reported provisioning and runtime data, checked against the schema.
+    'GET /api/v1/runs': () => as(f.owner, { query: { limit: '20', ascending: 'true', only_active: 'false', include_jobs: 'true', job_submissions_limit: '3' } }),
     'POST /api/v1/projects/{project}/runs': () =>
       as(f.owner, {
         params: { project: f.project },
@@ -224,7 +225,8 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     'POST /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/cancel': () => as(f.owner, { params: { ...run, g: f.cancellableGroupId }, body: { reason: 'enough' } }),
     'GET /api/v1/resources': () => as(f.owner),
     'POST /admin/v1/resources': () => as(f.admin, { body: { name: 'fuzz_rate', rate_usd_per_unit_hour: 0.5, unit: 'hour' } }),
-    'POST /internal/v1/submissions/claim': () => as(f.service, { body: { worker_id: f.workerId, capacity: { cpu: 0, memory_mib: 0, gpu: 0 }, limit: 1 } }),
+    // Claims one queued submission (of the fixtures' runs), so a claimed submission's shape is checked too.
+    'POST /internal/v1/submissions/claim': () => as(f.service, { body: { worker_id: f.workerId, capacity: { cpu: 4, memory_mib: 8192, gpu: 0 }, limit: 1 } }),
     'POST /internal/v1/submissions/{id}/running': () => as(f.service, { params: sub, body: { worker_id: f.workerId, provisioning_data: { host: 'h' } } }),
     'POST /internal/v1/submissions/{id}/heartbeat': () => as(f.service, { params: sub, body: { worker_id: f.workerId, runtime_data: { cpu_s: 1 } } }),
     'POST /internal/v1/submissions/{id}/complete': () => as(f.service, { params: sub, body: { worker_id: f.workerId, status: 'done', termination_reason: 'done_by_runner', exit_status: 0 } }),
