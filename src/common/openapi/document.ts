@@ -39,16 +39,16 @@ function finishDocument(doc: OpenAPIObject): OpenAPIObject {
 }
 
 /**
- * Errors met before a request reaches its route, so no route's decorators name them: headers too large (431) on any
- * route; a body that arrives too slowly (408) or in an unsupported media type (415) on routes that take one.
- * Listed only once the server has codes for them.
+ * Errors met before a request reaches its route, so no route's decorators name them: a request Node's HTTP parser
+ * refuses (400 malformed, 408 too slow, 413 oversized chunk extensions, 431 headers too large) on any route; a body
+ * in an unsupported media type or encoding (415) on routes that take one. Listed once the server has codes for them.
  */
 function addTransportErrors(doc: OpenAPIObject): void {
   for (const item of Object.values(doc.paths)) {
     for (const method of ['get', 'post', 'put', 'patch', 'delete'] as const) {
       const op = item[method];
       if (!op) continue;
-      const statuses = [431, ...(method === 'get' || method === 'delete' ? [] : [408, 415])];
+      const statuses = [400, 408, 413, 431, ...(op.requestBody ? [415] : [])];
       for (const status of statuses) if (errorCodesFor(status).length && !op.responses[status]) op.responses[status] = errorResponse(status);
     }
   }
