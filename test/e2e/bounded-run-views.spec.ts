@@ -256,6 +256,29 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     expect(scanned).toBeGreaterThanOrEqual(3 * 100);
     expect(scanned).toBeLessThanOrEqual(3 * 101);
   });
+
+  it('a billing report answers at most 100,000 rows: a bigger one is refused naming the range, never cut', async () => {
+    const billed = await makeProject(t, owner);
+    const [resource] = await t.dataSource.query(`SELECT id FROM resources ORDER BY id LIMIT 1`);
+    // 100,001 days of usage written straight into the daily aggregate (and removed afterwards: no attempts back it).
+    await t.dataSource.query(
+      `INSERT INTO billing_daily_usage (project_id, user_id, day, resource_id, token, usage)
+       SELECT $1, $2, date '1800-01-01' + i, $3, 0, 3600 FROM generate_series(0, 100000) AS i`,
+      [billed.id, owner.id, resource.id],
+    );
+    try {
+      const url = `/api/v1/projects/${billed.name}/billing`;
+      const tooBig = await t.http.get(url).query({ from: '1800-01-01', to: '2100-12-31', group_by: 'day' }).set(owner.auth);
+      expect(tooBig.status).toBe(400);
+      expect(tooBig.body).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ field: 'to' }] });
+      const justFits = await t.http.get(url).query({ from: '1800-01-02', to: '2100-12-31', group_by: 'day' }).set(owner.auth).expect(200);
+      expect(justFits.body.items).toHaveLength(100_000);
+      const byUser = await t.http.get(url).query({ from: '1800-01-01', to: '2100-12-31', group_by: 'user' }).set(owner.auth).expect(200);
+      expect(byUser.body.items).toHaveLength(1);
+    } finally {
+      await t.dataSource.query(`DELETE FROM billing_daily_usage WHERE project_id = $1`, [billed.id]);
+    }
+  });
 });
 
 interface PlanNode {
