@@ -245,7 +245,7 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     let scanned = 0;
     await t.dataSource.transaction(async (m) => {
       for (const [text, params] of sent) {
-        if (/^\s*(SET|RESET)\b/.test(text)) await m.query(text);
+        if (/^\s*(SET|RESET)\b|\bset_config\(/.test(text)) await m.query(text, params);
         else if (/\bFROM jobs\b/.test(text)) {
           const [{ 'QUERY PLAN': plan }] = await m.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, params);
           scanned += jobRowsScanned(plan[0].Plan);

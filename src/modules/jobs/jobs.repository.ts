@@ -6,6 +6,9 @@ import type { NewJob } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
 
+/** Plans firstJobsOfRuns switches off for its one statement (see there). */
+const PLANNER_SETTINGS = ['enable_bitmapscan', 'enable_sort', 'enable_seqscan'] as const;
+
 /** Rows per INSERT statement: big enough to be fast, small enough to keep each statement's arrays modest. */
 const INSERT_CHUNK = 5000;
 
@@ -83,8 +86,8 @@ export class JobsRepository {
    *
    * With skewed statistics (most runs small, a few huge) the planner was seen to prefer a bitmap scan of the run's
    * every job plus a sort (15,000 rows read for 303 shown over three 5,000-job runs); bitmap scans, sorts and
-   * sequential scans are switched off for this one statement (SET LOCAL, in its own transaction or savepoint, put
-   * back after), which leaves the ordered index walk as the only plan worth having.
+   * sequential scans are switched off for this one statement (set_config local to its own transaction, or put back
+   * after it inside the caller's), which leaves the ordered index walk as the only plan worth having.
    */
   async firstJobsOfRuns(runIds: string[], perRun: number, m: EntityManager = this.dataSource.manager): Promise<Job[]> {
     if (runIds.length === 0 || perRun <= 0) return [];
@@ -98,11 +101,18 @@ export class JobsRepository {
             FROM jobs x WHERE x.run_id = r.id ORDER BY x.job_num, x.replica_num LIMIT $2
         ) j
         ORDER BY r.ord, j.job_num, j.replica_num`;
-    return m.transaction(async (inner) => {
-      await inner.query(`SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off; SET LOCAL enable_seqscan = off`);
-      const rows: Job[] = await inner.query(text, [runIds, perRun]);
-      await inner.query(`RESET enable_bitmapscan; RESET enable_sort; RESET enable_seqscan`);
+    const params = [runIds, perRun];
+    if (m.queryRunner?.isTransactionActive) {
+      // Inside the caller's transaction: the settings are put back as they were once the statement has run.
+      const [before] = await m.query(`SELECT ${PLANNER_SETTINGS.map((name) => `current_setting('${name}') AS ${name}`).join(', ')}`);
+      await m.query(`SELECT ${PLANNER_SETTINGS.map((name) => `set_config('${name}', 'off', true)`).join(', ')}`);
+      const rows: Job[] = await m.query(text, params);
+      await m.query(`SELECT ${PLANNER_SETTINGS.map((name, i) => `set_config('${name}', $${i + 1}, true)`).join(', ')}`, PLANNER_SETTINGS.map((name) => before[name]));
       return rows;
+    }
+    return m.transaction(async (inner) => {
+      await inner.query(`SELECT ${PLANNER_SETTINGS.map((name) => `set_config('${name}', 'off', true)`).join(', ')}`);
+      return inner.query(text, params);
     });
   }
 
