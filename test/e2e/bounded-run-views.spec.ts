@@ -1,6 +1,7 @@
 import { ERROR } from '../../bench/reference-worker';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { EntityManager } from 'typeorm';
+import { AddAbortedToJobGroupCounters1765238400000 } from '../../migrations/1765238400000-AddAbortedToJobGroupCounters';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
 import { claimFor, invariants, makeWorker } from '../support/workers';
 
@@ -209,6 +210,24 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     expect(stopped.jobs).toHaveLength(10);
 
     expect((await invariants(t, admin)).mismatches).toEqual([]);
+  });
+
+  it('the migration that added n_aborted backfills what the lifecycle keeps (replayed over the rows the test above left)', async () => {
+    const counters = (q: { query: (sql: string) => Promise<{ run_id: string; job_group_id: number; n_aborted: number }[]> }) =>
+      q.query(`SELECT run_id, job_group_id, n_aborted FROM job_group_counters ORDER BY run_id, job_group_id`);
+    const kept = await counters(t.dataSource);
+    expect(kept.some((c) => c.n_aborted > 0)).toBe(true);
+    const runner = t.dataSource.createQueryRunner();
+    try {
+      await runner.startTransaction();
+      const migration = new AddAbortedToJobGroupCounters1765238400000();
+      await migration.down(runner);
+      await migration.up(runner);
+      expect(await counters(runner)).toEqual(kept);
+    } finally {
+      await runner.rollbackTransaction();
+      await runner.release();
+    }
   });
 
   it('a list page over big runs stays as small as one over runs of 100 jobs, and reads only what it shows', async () => {
