@@ -28,7 +28,9 @@ export function configureApp(app: NestExpressApplication): INestApplication {
     .setDescription(
       'Control plane of a batch-compute service: runs of jobs, retried as submissions, nested job groups ' +
         'cancelled as a unit, compute billed per second. Errors are `{status_code, code, message, details}`; lists are ' +
-        'keyset-paginated with `limit` (≤100) and an opaque `cursor`; creating POSTs accept `Idempotency-Key`.',
+        'keyset-paginated with `limit` (≤100) and an opaque `cursor`; creating POSTs accept `Idempotency-Key`. ' +
+        'Run views carry `job_counts` by status and at most `jobs_limit` jobs (`jobs_truncated` when cut; every job: ' +
+        '`GET .../job-groups/0/jobs?recursive=true`); every response is bounded by its parameters (README, "Limits").',
     )
     .setVersion('1')
     .addBearerAuth()

@@ -1,9 +1,11 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import { DomainError } from '../errors/domain-error';
 
 /** `limit` and `cursor` of every list route. */
 export class PageQueryDto {
+  @ApiPropertyOptional({ description: 'Items per page: default 20, at most 100.', minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -11,6 +13,7 @@ export class PageQueryDto {
   @Max(100)
   limit: number = 20;
 
+  @ApiPropertyOptional({ description: "The previous page's next_cursor (opaque; at most 1,024 characters).", maxLength: 1024 })
   @IsOptional()
   @IsString()
   @MaxLength(1024)

@@ -24,7 +24,7 @@ function owned(s: SubmissionFacts | null | undefined, id: string, workerId: stri
 /** Only these outcomes can be retried (by the run's retry policy). */
 const isRetryable = (status: SubmissionStatus) => status === 'failed' || status === 'terminated';
 
-const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'cancelled' };
+const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'aborted' };
 
 /** The active count a submission occupies on its run (its root group's counters) while in `status`. */
 function activeDelta(status: SubmissionStatus, sign: 1 | -1, submissionNum: number): ActiveDelta {

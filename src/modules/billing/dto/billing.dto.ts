@@ -1,3 +1,4 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
 import { IsNumber, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
 
 export const REPORT_DIMENSIONS = ['user', 'day', 'resource'] as const;
@@ -53,6 +54,7 @@ export class BillingReportQueryDto {
   @Matches(DATE, { message: 'must be a date YYYY-MM-DD' })
   to!: string;
 
+  @ApiPropertyOptional({ description: 'Comma list of user, day, resource (default day). A report answers at most 100,000 rows; a bigger one is a 400 naming `to`.' })
   @IsOptional()
   @Matches(/^(user|day|resource)(,(user|day|resource))*$/, { message: 'must be a comma list of user, day, resource' })
   group_by?: string;

@@ -1,3 +1,4 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import { Transform } from 'class-transformer';
 import { PageQueryDto } from '../../../common/pagination/cursor';
@@ -35,6 +36,7 @@ export class ListGroupJobsQueryDto extends PageQueryDto {
   @IsBoolean()
   recursive?: boolean;
 
+  @ApiPropertyOptional({ description: 'Comma list of effective job statuses (at most 200 characters).', maxLength: 200 })
   @IsOptional()
   @IsString()
   @MaxLength(200)

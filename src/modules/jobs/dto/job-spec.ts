@@ -21,6 +21,8 @@ import { IsEnvMap } from '../../../common/validation/validators';
 export const SUBMISSION_STATUSES = ['submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'] as const;
 export type SubmissionStatus = (typeof SUBMISSION_STATUSES)[number];
 export const FINISHED_STATUSES: readonly SubmissionStatus[] = ['done', 'failed', 'terminated', 'aborted'];
+/** Submissions per job a run view shows when `job_submissions_limit` is omitted ("all"), and the most it accepts. */
+export const MAX_RUN_VIEW_SUBMISSIONS = 1000;
 export const isFinished = (s: SubmissionStatus) => FINISHED_STATUSES.includes(s);
 
 export class ResourcesDto {

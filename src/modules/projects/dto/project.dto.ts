@@ -1,3 +1,4 @@
+import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, IsArray, IsIn, IsNumber, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
 import { NAME_PATTERN, NAME_RULE } from '../../users/dto/user.dto';
@@ -33,6 +34,7 @@ export class MemberDto {
 }
 
 export class SetMembersDto {
+  @ApiProperty({ description: 'The whole member list (replaces it): at most 1,000 members.', maxItems: 1000 })
   @IsArray()
   @ArrayMaxSize(1000)
   @ValidateNested({ each: true })

@@ -1,3 +1,4 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsIn, IsInt, IsNumber, IsObject, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
 import { IsJsonObject } from '../../../common/validation/validators';
@@ -51,6 +52,7 @@ export class ClaimDto {
   @Type(() => CapacityDto)
   capacity!: CapacityDto;
 
+  @ApiPropertyOptional({ description: 'Submissions to hand out at most: default 1, at most 100 (each with its spec).', minimum: 1, maximum: 100, default: 1 })
   @IsOptional()
   @IsInt()
   @Min(1)
@@ -65,12 +67,14 @@ export class WorkerReportDto {
 }
 
 export class RunningDto extends WorkerReportDto {
+  @ApiPropertyOptional({ description: 'JSON object, at most 65,536 characters serialised.', type: 'object', additionalProperties: true })
   @IsOptional()
   @IsJsonObject(65536)
   provisioning_data?: Record<string, unknown>;
 }
 
 export class HeartbeatDto extends WorkerReportDto {
+  @ApiPropertyOptional({ description: 'JSON object, at most 65,536 characters serialised.', type: 'object', additionalProperties: true })
   @IsOptional()
   @IsJsonObject(65536)
   runtime_data?: Record<string, unknown>;
