@@ -5,6 +5,7 @@ import { CreateBillingTables1764892800000 } from './1764892800000-CreateBillingT
 import { AddCancelledToJobGroupCounters1764979200000 } from './1764979200000-AddCancelledToJobGroupCounters';
 import { MoveRunActiveCountsToRootCounters1765065600000 } from './1765065600000-MoveRunActiveCountsToRootCounters';
 import { StoreSubmissionDataAsJson1765152000000 } from './1765152000000-StoreSubmissionDataAsJson';
+import { AddClaimedByUserIdToJobSubmissions1765324800000 } from './1765324800000-AddClaimedByUserIdToJobSubmissions';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -15,4 +16,5 @@ export const MIGRATIONS = [
   AddCancelledToJobGroupCounters1764979200000,
   MoveRunActiveCountsToRootCounters1765065600000,
   StoreSubmissionDataAsJson1765152000000,
+  AddClaimedByUserIdToJobSubmissions1765324800000,
 ];
