@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { Env } from '../../config/env';
+import type { Principal } from '../../common/auth/principal';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
 import { ActiveDelta, JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
-import { type Principal } from '../../common/auth/principal';
 import { FinishedStatus, HELD_STATUSES, heldStatusesAllowing, isAllowedTransition, isFinished, SubmissionStatus, TRANSITIONS } from '../lifecycle/vocabulary';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunsService } from '../runs/runs.service';
