@@ -157,7 +157,7 @@ describe('worker reports: bound to the claiming account, checked against the sta
     const unknownStatus = await a.complete(s.id, { status: 'succeeded', termination_reason: 'done_by_runner' } as unknown as Outcome);
     expect(unknownStatus.status).toBe(400);
     expect(unknownStatus.body.details.map((d: { field: string }) => d.field)).toEqual(['status']);
-    const unknownReason = await a.complete(s.id, { status: 'failed', termination_reason: 'gremlins' });
+    const unknownReason = await a.complete(s.id, { status: 'failed', termination_reason: 'gremlins' } as unknown as Outcome);
     expect(unknownReason.body.details.map((d: { field: string }) => d.field)).toEqual(['termination_reason']);
     expect(await snapshot(run, s.id)).toEqual(before);
     expect((await a.complete(s.id, DONE)).status).toBe(200);
@@ -185,6 +185,15 @@ describe('worker reports: bound to the claiming account, checked against the sta
     // Still the worker's to start, and then `done` is fine.
     await a.execute(s, DONE);
     expect((await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body.status).toBe('done');
+  });
+
+  it('the OpenAPI document lists the statuses and reasons complete accepts, and the pairs', async () => {
+    const doc = (await t.http.get('/docs-json').expect(200)).body;
+    const props = doc.components.schemas.CompleteDto.properties;
+    expect(props.status.enum).toEqual([...FINISHED_STATUSES]);
+    expect(props.termination_reason.enum).toEqual(TERMINATION_REASONS.filter((r) => r !== 'dependency_failed'));
+    expect(props.termination_reason.description).toContain('`done`: `done_by_runner`;');
+    expect(doc.components.schemas.ClaimDto.properties.worker_id.pattern).toEqual(expect.any(String));
   });
 
   it('accepts the outcomes allowed before running: failing to start, and a cancellation seen before starting', async () => {
