@@ -1,5 +1,6 @@
 import { Agent, request } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import type { TerminationReason } from '../src/modules/lifecycle/vocabulary';
 /**
  * A reference worker: drives runplane's internal API over HTTP exactly like a real worker would (claim, running,
  * heartbeats, complete). Used by the tests and the benchmarks; `post` is any HTTP client (fetch, supertest).
@@ -54,10 +55,14 @@ export interface Claimed {
   lease_expires_at: string;
 }
 
+/**
+ * A final report. The server accepts only the (status, reason) pairs of the lifecycle table, and before `running`
+ * only a failure to start, a cancellation or an abort: `execute` reports `running` first for anything else.
+ */
 export type Outcome =
   | { status: 'done'; termination_reason: 'done_by_runner'; exit_status?: number }
-  | { status: 'failed'; termination_reason: string; exit_status?: number }
-  | { status: 'terminated' | 'aborted'; termination_reason: string };
+  | { status: 'failed'; termination_reason: TerminationReason; exit_status?: number }
+  | { status: 'terminated' | 'aborted'; termination_reason: TerminationReason };
 
 export const DONE: Outcome = { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 };
 export const ERROR: Outcome = { status: 'failed', termination_reason: 'container_exited_with_error', exit_status: 1 };
@@ -90,6 +95,7 @@ export class ReferenceWorker {
 
   /** Runs one claimed submission to the end: running, a heartbeat (stopping early if cancel is requested), complete. */
   async execute(s: Claimed, outcome: Outcome): Promise<{ status: number; body: any; cancelled: boolean }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+    // A job that could not start never reports running (the one such outcome the tests and benches use).
     if (outcome.termination_reason !== 'failed_to_start_due_to_no_capacity') {
       const r = await this.running(s.id);
       if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);

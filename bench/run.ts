@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
 import { runBilling } from './billing';
+import { runBoundedPage } from './bounded-page';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
@@ -16,6 +17,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   'job-groups': runJobGroups,
   lifecycle: runLifecycle,
   billing: runBilling,
+  'bounded-page': runBoundedPage,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -5,6 +5,8 @@ import { CreateBillingTables1764892800000 } from './1764892800000-CreateBillingT
 import { AddCancelledToJobGroupCounters1764979200000 } from './1764979200000-AddCancelledToJobGroupCounters';
 import { MoveRunActiveCountsToRootCounters1765065600000 } from './1765065600000-MoveRunActiveCountsToRootCounters';
 import { StoreSubmissionDataAsJson1765152000000 } from './1765152000000-StoreSubmissionDataAsJson';
+import { AddAbortedToJobGroupCounters1765238400000 } from './1765238400000-AddAbortedToJobGroupCounters';
+import { AddClaimedByUserIdToJobSubmissions1765324800000 } from './1765324800000-AddClaimedByUserIdToJobSubmissions';
 import { StoreIdempotencyResourceReferences1765497600000 } from './1765497600000-StoreIdempotencyResourceReferences';
 import { AddUnfinishedRunsIndex1765497600001 } from './1765497600001-AddUnfinishedRunsIndex';
 
@@ -17,6 +19,8 @@ export const MIGRATIONS = [
   AddCancelledToJobGroupCounters1764979200000,
   MoveRunActiveCountsToRootCounters1765065600000,
   StoreSubmissionDataAsJson1765152000000,
+  AddAbortedToJobGroupCounters1765238400000,
+  AddClaimedByUserIdToJobSubmissions1765324800000,
   StoreIdempotencyResourceReferences1765497600000,
   AddUnfinishedRunsIndex1765497600001,
 ];

@@ -489,7 +489,7 @@ export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
         AddJobsDto: {
-            /** @description At most 10,000 jobs once replicas are expanded; no `group_ref` here. */
+            /** @description Jobs to add: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded; the answer lists them all. No `group_ref` here. */
             jobs: components["schemas"]["JobRequestDto"][];
         };
         BillingReport: {
@@ -524,14 +524,25 @@ export interface components {
             reason: string;
         };
         CapacityDto: {
+            /** @description CPUs free on this worker (fractions allowed). */
             cpu: number;
+            /** @description Memory free on this worker, MiB. */
             memory_mib: number;
+            /**
+             * @description GPUs free on this worker.
+             * @default 0
+             */
             gpu?: number;
         };
         ClaimDto: {
+            /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
             worker_id: string;
+            /** @description Only submissions whose resources fit in this capacity (all together) are handed out. */
             capacity: components["schemas"]["CapacityDto"];
-            /** @default 1 */
+            /**
+             * @description Submissions to hand out at most: default 1, at most 100 (each with its spec).
+             * @default 1
+             */
             limit?: number;
         };
         ClaimedSubmissionView: {
@@ -560,11 +571,19 @@ export interface components {
             shard_rows_compacted: number;
         };
         CompleteDto: {
+            /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
             worker_id: string;
-            /** @enum {string} */
+            /**
+             * @description The final status. `done` only after the submission reported `running`.
+             * @enum {string}
+             */
             status: "done" | "failed" | "terminated" | "aborted";
-            /** @enum {string} */
-            termination_reason: "failed_to_start_due_to_no_capacity" | "interrupted_by_no_capacity" | "instance_unreachable" | "container_exited_with_error" | "executor_error" | "max_duration_exceeded" | "done_by_runner" | "stopped_by_user" | "aborted_by_user" | "job_group_cancelled" | "fail_fast" | "budget_exceeded";
+            /**
+             * @description Must go with `status` (`done`: `done_by_runner`; `failed`: `failed_to_start_due_to_no_capacity`, `interrupted_by_no_capacity`, `instance_unreachable`, `container_exited_with_error`, `executor_error`, `log_quota_exceeded`; `terminated`: `stopped_by_user`, `job_group_cancelled`, `fail_fast`, `budget_exceeded`, `max_duration_exceeded`; `aborted`: `aborted_by_user`); anything else is a 400 naming this field. A submission that never reported `running` can only end as `failed` (failed_to_start_due_to_no_capacity, executor_error, instance_unreachable), `terminated` (a cancellation reason) or `aborted`; another outcome is a 409 `TRANSITION_NOT_ALLOWED`.
+             * @enum {string}
+             */
+            termination_reason: "failed_to_start_due_to_no_capacity" | "interrupted_by_no_capacity" | "instance_unreachable" | "container_exited_with_error" | "executor_error" | "max_duration_exceeded" | "log_quota_exceeded" | "done_by_runner" | "stopped_by_user" | "aborted_by_user" | "job_group_cancelled" | "fail_fast" | "budget_exceeded";
+            /** @description The process's exit status, if it ran. */
             exit_status?: number;
         };
         CompleteView: {
@@ -664,7 +683,7 @@ export interface components {
             /** @enum {integer} */
             status_code: 409;
             /** @enum {string} */
-            code: "CONFLICT" | "ALREADY_EXISTS" | "GROUP_CANCELLED" | "RUN_NOT_FINISHED" | "IDEMPOTENCY_KEY_REUSED" | "STALE_SUBMISSION" | "TOKEN_LIMIT_REACHED" | "QUEUE_LIMIT_EXCEEDED";
+            code: "CONFLICT" | "ALREADY_EXISTS" | "GROUP_CANCELLED" | "RUN_NOT_FINISHED" | "IDEMPOTENCY_KEY_REUSED" | "STALE_SUBMISSION" | "TOKEN_LIMIT_REACHED" | "QUEUE_LIMIT_EXCEEDED" | "TRANSITION_NOT_ALLOWED";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -722,8 +741,9 @@ export interface components {
             n_cancelled: number;
         };
         HeartbeatDto: {
+            /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
             worker_id: string;
-            /** @description At most 65,536 bytes of JSON. */
+            /** @description Any JSON object up to 64 KiB, stored and shown as sent. */
             runtime_data?: {
                 [key: string]: unknown;
             };
@@ -922,8 +942,9 @@ export interface components {
             submission_num: number;
         };
         RunningDto: {
+            /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
             worker_id: string;
-            /** @description At most 65,536 bytes of JSON. */
+            /** @description Any JSON object up to 64 KiB, stored and shown as sent. */
             provisioning_data?: {
                 [key: string]: unknown;
             };
@@ -967,10 +988,24 @@ export interface components {
              * @enum {integer}
              */
             job_group_id: 0;
+            /** @description Every job of the run by status, whatever `jobs_limit` shows; statuses with no job are left out. */
+            job_counts: {
+                submitted?: number;
+                provisioning?: number;
+                running?: number;
+                terminating?: number;
+                done?: number;
+                failed?: number;
+                terminated?: number;
+                aborted?: number;
+            };
+            /** @description The first `jobs_limit` jobs by (job_num, replica_num). */
             jobs: components["schemas"]["JobView"][];
+            /** @description Whether the run has more jobs than `jobs` shows. */
+            jobs_truncated: boolean;
         };
         SetMembersDto: {
-            /** @description The whole member list; it must keep at least one admin. */
+            /** @description The whole member list (replaces it): at most 1,000 members, at least one admin. */
             members: components["schemas"]["MemberDto"][];
         };
         StopRunDto: {
@@ -1012,7 +1047,7 @@ export interface components {
         SubmitRunDto: {
             /** @description Unique in the project; generated when absent. */
             run_name?: string;
-            /** @description At most 16,384 bytes of JSON. */
+            /** @description Free-form JSON object, at most 16,384 characters serialised (shown in every run view). */
             attributes?: {
                 [key: string]: unknown;
             };
@@ -1025,7 +1060,7 @@ export interface components {
              */
             priority?: number;
             job_groups?: components["schemas"]["JobGroupRequestDto"][];
-            /** @description At most 10,000 jobs once replicas are expanded. */
+            /** @description Jobs: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded. */
             jobs: components["schemas"]["JobRequestDto"][];
         };
         TokenPage: {
@@ -1290,7 +1325,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1404,8 +1439,9 @@ export interface operations {
     UsersController_listTokens: {
         parameters: {
             query?: {
+                /** @description Items per page: default 20, at most 100. */
                 limit?: number;
-                /** @description The previous page's `next_cursor`. */
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
                 cursor?: string;
             };
             header?: never;
@@ -1522,7 +1558,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1647,8 +1683,9 @@ export interface operations {
     ProjectsController_list: {
         parameters: {
             query?: {
+                /** @description Items per page: default 20, at most 100. */
                 limit?: number;
-                /** @description The previous page's `next_cursor`. */
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
                 cursor?: string;
             };
             header?: never;
@@ -1773,7 +1810,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2077,8 +2114,9 @@ export interface operations {
     RunsController_listAll: {
         parameters: {
             query?: {
+                /** @description Items per page: default 20, at most 100. */
                 limit?: number;
-                /** @description The previous page's `next_cursor`. */
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
                 cursor?: string;
                 /** @description Oldest first (by submitted_at, then id). */
                 ascending?: boolean;
@@ -2088,8 +2126,11 @@ export interface operations {
                 user?: string;
                 /** @description Only runs not finished. */
                 only_active?: boolean;
+                /** @description Include jobs in each run (default true); false is jobs_limit=0. */
                 include_jobs?: boolean;
-                /** @description Submissions per job, newest kept. */
+                /** @description Jobs per run, the first by (job_num, replica_num); jobs_truncated tells when a run has more (every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. Default 100, at most 10000. */
+                jobs_limit?: number;
+                /** @description Newest submissions shown per job. Default 10, at most 100. */
                 job_submissions_limit?: number;
             };
             header?: never;
@@ -2165,8 +2206,9 @@ export interface operations {
     RunsController_list: {
         parameters: {
             query?: {
+                /** @description Items per page: default 20, at most 100. */
                 limit?: number;
-                /** @description The previous page's `next_cursor`. */
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
                 cursor?: string;
                 /** @description Oldest first (by submitted_at, then id). */
                 ascending?: boolean;
@@ -2176,8 +2218,11 @@ export interface operations {
                 user?: string;
                 /** @description Only runs not finished. */
                 only_active?: boolean;
+                /** @description Include jobs in each run (default true); false is jobs_limit=0. */
                 include_jobs?: boolean;
-                /** @description Submissions per job, newest kept. */
+                /** @description Jobs per run, the first by (job_num, replica_num); jobs_truncated tells when a run has more (every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. Default 100, at most 10000. */
+                jobs_limit?: number;
+                /** @description Newest submissions shown per job. Default 10, at most 100. */
                 job_submissions_limit?: number;
             };
             header?: never;
@@ -2334,7 +2379,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2375,7 +2420,9 @@ export interface operations {
     RunsController_get: {
         parameters: {
             query?: {
-                /** @description Submissions per job, newest kept; absent: all. */
+                /** @description Jobs shown, the first by (job_num, replica_num); jobs_truncated tells when the run has more (every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. Default 1000, at most 10000. */
+                jobs_limit?: number;
+                /** @description Newest submissions shown per job. Omitted = all, up to the newest 1000 (the whole history: GET .../jobs/{job_id}/submissions). At most 1000. */
                 job_submissions_limit?: number;
             };
             header?: never;
@@ -2519,7 +2566,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2651,8 +2698,9 @@ export interface operations {
     RunsController_submissions: {
         parameters: {
             query?: {
+                /** @description Items per page: default 20, at most 100. */
                 limit?: number;
-                /** @description The previous page's `next_cursor`. */
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
                 cursor?: string;
             };
             header?: never;
@@ -2816,7 +2864,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2857,12 +2905,13 @@ export interface operations {
     JobGroupsController_jobs: {
         parameters: {
             query?: {
+                /** @description Items per page: default 20, at most 100. */
                 limit?: number;
-                /** @description The previous page's `next_cursor`. */
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
                 cursor?: string;
                 /** @description Also the jobs of the group's descendants. */
                 recursive?: boolean;
-                /** @description Comma list of effective job statuses. */
+                /** @description Comma list of effective job statuses (at most 200 characters). */
                 status?: string;
             };
             header?: never;
@@ -3027,7 +3076,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3157,8 +3206,9 @@ export interface operations {
     JobGroupsController_children: {
         parameters: {
             query?: {
+                /** @description Items per page: default 20, at most 100. */
                 limit?: number;
-                /** @description The previous page's `next_cursor`. */
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
                 cursor?: string;
             };
             header?: never;
@@ -3462,7 +3512,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3637,7 +3687,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3735,7 +3785,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3833,7 +3883,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3878,7 +3928,7 @@ export interface operations {
                 from: string;
                 /** @description Last UTC day, YYYY-MM-DD (inclusive); not before `from`. */
                 to: string;
-                /** @description Comma list of `user`, `day`, `resource`. */
+                /** @description Comma list of `user`, `day`, `resource`. A report answers at most 100,000 rows; a bigger one is a 400 naming `to`. */
                 group_by?: string;
             };
             header?: never;

@@ -210,7 +210,9 @@ describe('job groups: tree, counts, cancellation', () => {
       .send({ job_groups: [{ ref: 'g' }], jobs: [{ spec: jobSpec(), replicas: 5000 }, { spec: jobSpec(), group_ref: 'g', replicas: 5000 }] })
       .expect(201);
     const elapsed = Date.now() - started;
-    expect(res.body.jobs).toHaveLength(10_000);
+    // The run view shows the first 1,000 jobs (its default jobs_limit) and counts them all.
+    expect(res.body.jobs).toHaveLength(1000);
+    expect(res.body).toMatchObject({ jobs_truncated: true, job_counts: { submitted: 10_000 } });
     const counts = await t.dataSource.query(
       'SELECT (SELECT count(*) FROM jobs WHERE run_id = $1)::int AS jobs, (SELECT count(*) FROM job_submissions WHERE run_id = $1)::int AS subs',
       [res.body.id],

@@ -54,7 +54,23 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
     const claimedBy = new Map<string, string>();
     const doubleClaims: string[] = [];
     const unexpected: string[] = [];
-    const outcomes: Outcome[] = [DONE, DONE, DONE, ERROR, NO_CAPACITY, { status: 'failed', termination_reason: 'instance_unreachable' }];
+    const outcomes: Outcome[] = [
+      DONE,
+      DONE,
+      DONE,
+      ERROR,
+      NO_CAPACITY,
+      { status: 'failed', termination_reason: 'instance_unreachable' },
+      { status: 'aborted', termination_reason: 'aborted_by_user' },
+    ];
+    /** job_counts read while everything moves: never negative, always adding up to the run's jobs. */
+    const countsSeen: string[] = [];
+    const sampleCounts = async () => {
+      const run = pick(runs);
+      const res = await t.http.get(`/api/v1/projects/${project}/runs/${run.id}`).query({ jobs_limit: 0 }).set(owner.auth);
+      const counts = Object.values(res.body.job_counts ?? {}) as number[];
+      if (res.status !== 200 || counts.some((n) => n < 0) || counts.reduce((a, b) => a + b, 0) !== 20) countsSeen.push(`${res.status} ${JSON.stringify(res.body.job_counts)}`);
+    };
     const lifecycle = t.app.get(WorkerLifecycleService);
 
     const worker = async (n: number) => {
@@ -96,6 +112,7 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
         if (res.status !== 200) unexpected.push(`cancel ${res.status} ${JSON.stringify(res.body)}`);
         await lifecycle.expireLapsedLeases(50);
         await lifecycle.sweepCancelled(20, 100);
+        await sampleCounts();
         await new Promise((r) => setTimeout(r, 20));
       }
     };
@@ -108,6 +125,23 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
     expect(claimedBy.size).toBeGreaterThan(20);
     const report = await invariants(t, admin);
     expect({ seed, mismatches: report.mismatches }).toEqual({ seed, mismatches: [] });
+    expect({ seed, countsSeen }).toEqual({ seed, countsSeen: [] });
+    // Afterwards each run's job_counts are exactly its jobs' statuses as the jobs list shows them.
+    for (const run of runs) {
+      const tally: Record<string, number> = {};
+      let cursor: string | null = null;
+      do {
+        const page: { body: { items: { status: string }[]; next_cursor: string | null } } = await t.http
+          .get(`/api/v1/projects/${project}/runs/${run.id}/job-groups/0/jobs`)
+          .query({ recursive: true, limit: 7, ...(cursor ? { cursor } : {}) })
+          .set(owner.auth)
+          .expect(200);
+        for (const j of page.body.items) tally[j.status] = (tally[j.status] ?? 0) + 1;
+        cursor = page.body.next_cursor;
+      } while (cursor);
+      const view = await t.http.get(`/api/v1/projects/${project}/runs/${run.id}`).set(owner.auth).expect(200);
+      expect({ seed, run: run.id, counts: view.body.job_counts }).toEqual({ seed, run: run.id, counts: tally });
+    }
     const deadlocks = await t.http.get('/metrics').expect(200);
     expect(deadlocks.text).not.toMatch(/runplane_http_request_duration_seconds_count\{[^}]*status="500"/);
   });

@@ -5,7 +5,7 @@ import { DomainError } from '../errors/domain-error';
 
 /** `limit` and `cursor` of every list route. */
 export class PageQueryDto {
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
+  @ApiPropertyOptional({ type: 'integer', description: 'Items per page: default 20, at most 100.', minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -13,7 +13,7 @@ export class PageQueryDto {
   @Max(100)
   limit: number = 20;
 
-  @ApiPropertyOptional({ maxLength: 1024, description: "The previous page's `next_cursor`." })
+  @ApiPropertyOptional({ description: "The previous page's next_cursor (opaque; at most 1,024 characters).", maxLength: 1024 })
   @IsOptional()
   @IsString()
   @MaxLength(1024)

@@ -252,7 +252,7 @@ export class BillingRepository {
    * A project's closed usage per UTC day, grouped by any of user, day and resource (whitelisted column names, never
    * caller text), summing the shards. Dates are inclusive.
    */
-  report(projectId: string, from: string, to: string, by: ReportDimension[]): Promise<ReportRow[]> {
+  report(projectId: string, from: string, to: string, by: ReportDimension[], limit: number): Promise<ReportRow[]> {
     const column: Record<ReportDimension, string> = { user: 'u.user_id::text AS "userId"', day: `to_char(u.day, 'YYYY-MM-DD') AS day`, resource: 'r.name AS resource, r.unit' };
     const groupBy: Record<ReportDimension, string> = { user: 'u.user_id', day: 'u.day', resource: 'r.name, r.unit' };
     const select = by.map((d) => column[d]);
@@ -261,8 +261,9 @@ export class BillingRepository {
       `SELECT ${[...select, `(SUM(u.usage) / 3600)::text AS usage`, `(SUM(u.usage * r.rate_usd_per_unit_hour) / 3600)::text AS cost`].join(', ')}
          FROM billing_daily_usage u JOIN resources r ON r.id = u.resource_id
         WHERE u.project_id = $1 AND u.day BETWEEN $2::date AND $3::date
-        ${group.length ? `GROUP BY ${group.join(', ')} ORDER BY ${group.join(', ')}` : ''}`,
-      [projectId, from, to],
+        ${group.length ? `GROUP BY ${group.join(', ')} ORDER BY ${group.join(', ')}` : ''}
+        LIMIT $4`,
+      [projectId, from, to, limit],
     );
   }
 

@@ -27,6 +27,9 @@ const toResourceView = (r: ResourceRow): ResourceView => ({
   valid_from: new Date(r.validFrom).toISOString(),
 });
 
+/** The most rows one billing report answers (about 100 bytes each). */
+export const MAX_REPORT_ROWS = 100_000;
+
 /**
  * Billing: versioned rates, quantities pinned when a submission starts, usage accrued from a monotone rollup time
  * into aggregates per job, per group (every ancestor), per run and per project × user × UTC day. Methods taking an
@@ -113,7 +116,11 @@ export class BillingService {
     if (Number.isNaN(Date.parse(`${from}T00:00:00Z`))) throw validationFailed('from', 'is not a valid date');
     if (Number.isNaN(Date.parse(`${to}T00:00:00Z`))) throw validationFailed('to', 'is not a valid date');
     if (to < from) throw validationFailed('to', 'must not be before from');
-    const rows = await this.billing.report(projectId, from, to, by);
+    // One more than the maximum tells a report too big for one answer: refused, never cut silently.
+    const rows = await this.billing.report(projectId, from, to, by, MAX_REPORT_ROWS + 1);
+    if (rows.length > MAX_REPORT_ROWS) {
+      throw validationFailed('to', `the report would have more than ${MAX_REPORT_ROWS} rows; narrow from/to or group by fewer of user, day, resource`);
+    }
     return rows.map((r) => ({
       ...(r.userId !== undefined ? { userId: r.userId } : {}),
       ...(r.day !== undefined ? { day: r.day } : {}),

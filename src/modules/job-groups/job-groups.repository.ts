@@ -20,6 +20,8 @@ export interface Counts {
   nSucceeded: number;
   nFailed: number;
   nCancelled: number;
+  /** Of nCancelled, the jobs that show as `aborted`. */
+  nAborted: number;
 }
 
 /** The run's active counts, kept on its root group's counters row (zero on every other group). */
@@ -49,7 +51,7 @@ export type CountsDelta = Partial<Counts>;
 const LOCK_CHAIN = `WITH locked AS (
   SELECT sa.ancestor_id AS "jobGroupId", sa.level, g.cancel_after_n_failures AS "cancelAfterNFailures", c.cancelled,
          c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled",
-         c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"
+         c.n_aborted AS "nAborted", c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"
     FROM job_group_self_and_ancestors sa
     JOIN job_group_counters c ON c.run_id = sa.run_id AND c.job_group_id = sa.ancestor_id
     JOIN job_groups g ON g.run_id = sa.run_id AND g.job_group_id = sa.ancestor_id
@@ -58,7 +60,7 @@ const LOCK_CHAIN = `WITH locked AS (
      FOR UPDATE OF c
 )`;
 
-const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled"`;
+const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted"`;
 const ACTIVE = `c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"`;
 const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy", x.reason`;
 
@@ -128,6 +130,7 @@ export class JobGroupsRepository {
                 n_succeeded = c.n_succeeded + CASE WHEN v.counted THEN $5 ELSE 0 END,
                 n_failed = c.n_failed + CASE WHEN v.counted THEN $6 ELSE 0 END,
                 n_cancelled = c.n_cancelled + CASE WHEN v.counted THEN $7 ELSE 0 END,
+                n_aborted = c.n_aborted + CASE WHEN v.counted THEN $11 ELSE 0 END,
                 n_provisioning = c.n_provisioning + CASE WHEN c.job_group_id = 0 THEN $8 ELSE 0 END,
                 n_running = c.n_running + CASE WHEN c.job_group_id = 0 THEN $9 ELSE 0 END,
                 n_retrying = c.n_retrying + CASE WHEN c.job_group_id = 0 THEN $10 ELSE 0 END
@@ -138,11 +141,11 @@ export class JobGroupsRepository {
        SELECT l."jobGroupId", l.level, l."cancelAfterNFailures", l.cancelled, v.counted,
               coalesce(u."nJobs", l."nJobs") AS "nJobs", coalesce(u."nCompleted", l."nCompleted") AS "nCompleted",
               coalesce(u."nSucceeded", l."nSucceeded") AS "nSucceeded", coalesce(u."nFailed", l."nFailed") AS "nFailed",
-              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled", coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
+              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled", coalesce(u."nAborted", l."nAborted") AS "nAborted", coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
               coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying"
          FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
         ORDER BY l.level`,
-      [runId, jobGroupId, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0, active.nProvisioning ?? 0, active.nRunning ?? 0, active.nRetrying ?? 0],
+      [runId, jobGroupId, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0, active.nProvisioning ?? 0, active.nRunning ?? 0, active.nRetrying ?? 0, d.nAborted ?? 0],
     );
     return { levels: rows.map(({ counted: _, ...level }) => level), counted: rows[0]?.counted ?? false };
   }
@@ -196,10 +199,10 @@ export class JobGroupsRepository {
       m,
       `UPDATE job_group_counters c
           SET n_jobs = n_jobs + $3, n_completed = n_completed + $4, n_succeeded = n_succeeded + $5,
-              n_failed = n_failed + $6, n_cancelled = n_cancelled + $7
+              n_failed = n_failed + $6, n_cancelled = n_cancelled + $7, n_aborted = n_aborted + $8
         WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
         RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
-      [runId, groupIds, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0],
+      [runId, groupIds, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0, d.nAborted ?? 0],
     );
   }
 
@@ -266,6 +269,21 @@ export class JobGroupsRepository {
   async countsOf(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<(Counts & ActiveCounts) | null> {
     const [row] = await m.query(`SELECT ${COUNTS}, ${ACTIVE} FROM job_group_counters c WHERE c.run_id = $1 AND c.job_group_id = $2`, [runId, jobGroupId]);
     return row ?? null;
+  }
+
+  /**
+   * Root counters and active counts of several runs, with whether any group of the run is cancelled: what a run
+   * view's job_counts derive from (one index read per run, whatever the run holds).
+   */
+  async rootCountersOf(runIds: string[], m: EntityManager = this.dataSource.manager): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
+    if (runIds.length === 0) return new Map();
+    const rows: (Counts & ActiveCounts & { runId: string; anyCancelled: boolean })[] = await m.query(
+      `SELECT c.run_id AS "runId", ${COUNTS}, ${ACTIVE},
+              EXISTS (SELECT 1 FROM job_groups_cancelled x WHERE x.run_id = c.run_id) AS "anyCancelled"
+         FROM job_group_counters c WHERE c.run_id = ANY($1::uuid[]) AND c.job_group_id = 0`,
+      [runIds],
+    );
+    return new Map(rows.map((r) => [r.runId, r]));
   }
 
   /** Root counters, with the runs' active counts, of several runs at once (invariants check). */

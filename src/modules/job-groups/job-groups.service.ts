@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
-import { Cancellation, GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
+import { Cancellation, cancelledJobOutcome, GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
 import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
 import { ActiveCounts, ActiveDelta, ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
@@ -18,7 +18,8 @@ export interface Chain {
   stopReason: string | null;
 }
 
-export type JobOutcome = 'succeeded' | 'failed' | 'cancelled';
+/** A job's counted outcome; `aborted` is a cancellation that shows as `aborted` (counted in n_cancelled and n_aborted). */
+export type JobOutcome = 'succeeded' | 'failed' | 'cancelled' | 'aborted';
 
 
 export interface GroupTreeRequest {
@@ -230,7 +231,8 @@ export class JobGroupsService {
     await this.groups.markCancelled(m, runId, target.jobGroupId);
     const k = target.nJobs - target.nCompleted;
     if (k === 0) return { cancellation, updated: [] };
-    const updated = await this.groups.addCounts(m, runId, levels.map((l) => l.jobGroupId), { nCompleted: k, nCancelled: k });
+    const aborted = cancelledJobOutcome(cancellation).status === 'aborted' ? k : 0;
+    const updated = await this.groups.addCounts(m, runId, levels.map((l) => l.jobGroupId), { nCompleted: k, nCancelled: k, nAborted: aborted });
     await this.groups.setState(m, runId, updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId), 'complete');
     return { cancellation, updated };
   }
@@ -267,6 +269,11 @@ export class JobGroupsService {
     const cancellations = await this.effectiveCancellations(await this.groups.cancelledRunIds());
     const key = (run: string, g: number) => `${run}/${g}`;
     const expected = new Map<string, GroupCounts>();
+    const expectedAborted = new Map<string, number>();
+    const abortedBy = (runId: string, g: number) => {
+      const c = cancellations.get(runId)?.get(g);
+      return c !== undefined && cancelledJobOutcome(c).status === 'aborted';
+    };
     const tally = new Map(direct.map((d) => [key(d.runId, d.jobGroupId), d]));
     for (const { runId, jobGroupId, ancestorId } of await this.groups.allClosure()) {
       const d = tally.get(key(runId, jobGroupId));
@@ -280,6 +287,8 @@ export class JobGroupsService {
       e.n_cancelled += cancelled;
       e.n_completed += d.nSucceeded + d.nFailed + cancelled;
       expected.set(key(runId, ancestorId), e);
+      const aborted = d.nAborted + (abortedBy(runId, jobGroupId) ? d.nUncounted : 0);
+      expectedAborted.set(key(runId, ancestorId), (expectedAborted.get(key(runId, ancestorId)) ?? 0) + aborted);
     }
     const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
       (r) => `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ${r.flag ? 'has no row' : 'has one'}`,
@@ -288,8 +297,16 @@ export class JobGroupsService {
       const shown = effectiveCounts(c, cancellations.get(c.runId)?.has(c.jobGroupId) ?? false);
       const want = expected.get(key(c.runId, c.jobGroupId)) ?? { n_jobs: 0, n_completed: 0, n_succeeded: 0, n_failed: 0, n_cancelled: 0 };
       if (JSON.stringify(shown) !== JSON.stringify(want)) out.push(`run ${c.runId} group ${c.jobGroupId}: counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`);
+      const shownAborted = c.nAborted + (abortedBy(c.runId, c.jobGroupId) ? c.nJobs - c.nCompleted : 0);
+      const wantAborted = expectedAborted.get(key(c.runId, c.jobGroupId)) ?? 0;
+      if (shownAborted !== wantAborted) out.push(`run ${c.runId} group ${c.jobGroupId}: counters say ${shownAborted} aborted but jobs say ${wantAborted}`);
     }
     return out;
+  }
+
+  /** Root counters of runs, with whether each has a cancelled group (see JobGroupsRepository.rootCountersOf). */
+  rootCountersOf(runIds: string[], m?: EntityManager): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
+    return this.groups.rootCountersOf(runIds, m);
   }
 
   unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
@@ -355,6 +372,7 @@ function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDe
     nSucceeded: c.nSucceeded - (d.nSucceeded ?? 0),
     nFailed: c.nFailed - (d.nFailed ?? 0),
     nCancelled: c.nCancelled - (d.nCancelled ?? 0),
+    nAborted: c.nAborted - (d.nAborted ?? 0),
     nProvisioning: c.nProvisioning - (active.nProvisioning ?? 0),
     nRunning: c.nRunning - (active.nRunning ?? 0),
     nRetrying: c.nRetrying - (active.nRetrying ?? 0),
@@ -362,7 +380,8 @@ function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDe
 }
 
 function outcomeDelta(outcome: JobOutcome) {
-  return { nCompleted: 1, nSucceeded: outcome === 'succeeded' ? 1 : 0, nFailed: outcome === 'failed' ? 1 : 0, nCancelled: outcome === 'cancelled' ? 1 : 0 };
+  const cancelled = outcome === 'cancelled' || outcome === 'aborted';
+  return { nCompleted: 1, nSucceeded: outcome === 'succeeded' ? 1 : 0, nFailed: outcome === 'failed' ? 1 : 0, nCancelled: cancelled ? 1 : 0, nAborted: outcome === 'aborted' ? 1 : 0 };
 }
 
 function fieldError(field: string, message: string): DomainError {

@@ -3,7 +3,7 @@ import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { Cancellation, cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
-import { JobRequestDto, JobView, NewJob, SUBMISSION_STATUSES, SubmissionView } from './dto/job-spec';
+import { JobRequestDto, JobView, MAX_RUN_VIEW_SUBMISSIONS, NewJob, SUBMISSION_STATUSES, SubmissionStatus, SubmissionView } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
 import { DirectOutcomes, JobsRepository } from './jobs.repository';
@@ -43,23 +43,55 @@ export class JobsService {
   }
 
   /**
-   * Job views of several runs with each job's newest `n` submissions (null = all): two statements for any number
-   * of runs and jobs, the job rows and one LATERAL fetch.
+   * Job views of several runs: each run's first `jobsLimit` jobs by (job_num, replica_num), each with its newest `n`
+   * submissions (null = all, up to MAX_RUN_VIEW_SUBMISSIONS), and whether the run has more jobs than shown. Three
+   * statements for any number of runs, each reading only what it returns: the job rows (limit + 1 per run, the one
+   * extra telling truncation), then one fetch of their submissions.
    */
-  async viewsOfRuns(runIds: string[], n: number | null, cancellations: Map<string, GroupCancellations>, m?: EntityManager): Promise<Map<string, JobView[]>> {
-    const jobs = await this.jobs.jobsOfRuns(runIds, m);
+  async viewsOfRuns(
+    runIds: string[],
+    n: number | null,
+    jobsLimit: number,
+    cancellations: Map<string, GroupCancellations>,
+    m?: EntityManager,
+  ): Promise<Map<string, { jobs: JobView[]; truncated: boolean }>> {
+    const fetched = await this.jobs.firstJobsOfRuns(runIds, jobsLimit + 1, m);
+    const perRun = new Map<string, Job[]>(runIds.map((id) => [id, []]));
+    for (const job of fetched) perRun.get(job.runId)!.push(job);
+    const out = new Map<string, { jobs: JobView[]; truncated: boolean }>();
+    const jobs: Job[] = [];
+    for (const [runId, rows] of perRun) {
+      out.set(runId, { jobs: [], truncated: rows.length > jobsLimit });
+      jobs.push(...rows.slice(0, jobsLimit));
+    }
     // The newest submission is the one the job row points at: for n = 0 (shown as latest only) and n = 1 it is read
     // by that pointer; deeper pages walk the history index.
     const byPointer = n === 0 || n === 1;
     const newestByJob = byPointer ? await this.latest.newestOf(jobs, m) : undefined;
-    const submissions = byPointer ? undefined : await this.latest.latestPerJob(jobs.map((j) => j.id), n, m);
-    const out = new Map<string, JobView[]>(runIds.map((id) => [id, []]));
+    const submissions = byPointer ? undefined : await this.latest.latestPerJob(jobs.map((j) => j.id), n ?? MAX_RUN_VIEW_SUBMISSIONS, m);
     for (const job of jobs) {
       const pointed = newestByJob?.get(job.id);
       const subs = submissions ? (submissions.get(job.id) ?? []) : n === 1 && pointed ? [pointed] : [];
       const newest = subs.length > 0 ? subs[subs.length - 1] : undefined;
       const latest = newestByJob ? pointed : newest?.id === job.latestSubmissionId ? newest : undefined;
-      out.get(job.runId)!.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
+      out.get(job.runId)!.jobs.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
+    }
+    return out;
+  }
+
+  /**
+   * Per run, its jobs on workers (provisioning, running, terminating) in the given groups, by status: bounded by
+   * what runs at once, not by what the run holds.
+   */
+  async activeInGroups(groupsByRun: Map<string, number[]>, m?: EntityManager): Promise<Map<string, Partial<Record<SubmissionStatus, number>>>> {
+    const runIds: string[] = [];
+    const groupIds: number[] = [];
+    for (const [runId, groups] of groupsByRun) for (const g of groups) (runIds.push(runId), groupIds.push(g));
+    const out = new Map<string, Partial<Record<SubmissionStatus, number>>>();
+    for (const r of await this.jobs.activeInGroups(runIds, groupIds, m)) {
+      const counts = out.get(r.runId) ?? {};
+      counts[r.status as SubmissionStatus] = r.n;
+      out.set(r.runId, counts);
     }
     return out;
   }

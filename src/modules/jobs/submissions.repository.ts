@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
-import { FINISHED_STATUSES, type JobSpec, type SubmissionStatus } from './dto/job-spec';
+import type { JobSpec, SubmissionStatus } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
 
@@ -27,7 +27,7 @@ export interface Candidate {
 /** What the lifecycle decides on about a submission (and carries into its retry). */
 export type SubmissionFacts = Pick<
   JobSubmission,
-  'id' | 'jobId' | 'runId' | 'jobGroupId' | 'submissionNum' | 'status' | 'terminationReason' | 'priority' | 'cpu' | 'memoryMib' | 'gpu' | 'workerId' | 'leaseExpiresAt'
+  'id' | 'jobId' | 'runId' | 'jobGroupId' | 'submissionNum' | 'status' | 'terminationReason' | 'priority' | 'cpu' | 'memoryMib' | 'gpu' | 'workerId' | 'claimedByUserId' | 'leaseExpiresAt'
 >;
 
 /** What the lifecycle decides on about a job: which submission is its latest, how many it had, its age. */
@@ -35,7 +35,7 @@ export type JobFacts = Pick<Job, 'id' | 'runId' | 'jobGroupId' | 'latestSubmissi
 
 const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
   s.status, s.termination_reason AS "terminationReason", s.priority, s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu,
-  s.worker_id AS "workerId", s.lease_expires_at AS "leaseExpiresAt"`;
+  s.worker_id AS "workerId", s.claimed_by_user_id AS "claimedByUserId", s.lease_expires_at AS "leaseExpiresAt"`;
 
 const JOB_FACTS = `j.latest_submission_id AS "latestSubmissionId", j.latest_submission_num AS "latestSubmissionNum",
   j.submission_count AS "submissionCount", j.created_at AS "jobCreatedAt"`;
@@ -81,14 +81,15 @@ export class SubmissionsRepository {
     );
   }
 
-  async markClaimed(m: EntityManager, ids: string[], workerId: string, leaseSeconds: number): Promise<ClaimedRow[]> {
+  /** The lease goes to `workerId` under the service account `userId`: reports must come from both. */
+  async markClaimed(m: EntityManager, ids: string[], workerId: string, userId: string, leaseSeconds: number): Promise<ClaimedRow[]> {
     if (ids.length === 0) return [];
     return preparedQuery<ClaimedRow>(
       m,
       'lifecycle_mark_claimed',
       `WITH claimed AS (
          UPDATE job_submissions
-            SET status = 'provisioning', worker_id = $2, claimed_at = now(), lease_expires_at = now() + make_interval(secs => $3)
+            SET status = 'provisioning', worker_id = $2, claimed_by_user_id = $4, claimed_at = now(), lease_expires_at = now() + make_interval(secs => $3)
           WHERE id = ANY($1::uuid[])
       RETURNING id, job_id, run_id, job_group_id, submission_num, lease_expires_at
        ), jobs_updated AS (
@@ -98,7 +99,7 @@ export class SubmissionsRepository {
        SELECT c.id, c.job_id AS "jobId", c.run_id AS "runId", c.job_group_id AS "jobGroupId", c.submission_num AS "submissionNum",
               c.lease_expires_at AS "leaseExpiresAt", u.spec, u.job_num AS "jobNum", u.replica_num AS "replicaNum", u.job_name AS "jobName"
          FROM claimed c JOIN jobs_updated u ON u.id = c.job_id`,
-      [ids, workerId, leaseSeconds],
+      [ids, workerId, leaseSeconds, userId],
     );
   }
 
@@ -127,13 +128,15 @@ export class SubmissionsRepository {
 
   /**
    * A final report in one round trip: locks the submission and its job (in that order, as lockWithJob) and, if
-   * `workerId` holds the submission, it is unfinished and it is the job's latest, finishes both, the job counted.
-   * Returns the facts as they were before, and whether it finished them (if not, the caller tells why from them).
+   * `workerId` under the account `userId` holds the submission, its status is one of `fromStatuses` (those the
+   * state machine allows this outcome from: never a finished one) and it is the job's latest, finishes both, the job
+   * counted. Returns the facts as they were before, and whether it finished them (if not, the caller tells why).
    */
   async finishIfLatest(
     m: EntityManager,
     id: string,
-    workerId: string,
+    holder: { workerId: string; userId: string },
+    fromStatuses: readonly SubmissionStatus[],
     status: SubmissionStatus,
     reason: string,
     exitStatus: number | null,
@@ -149,14 +152,14 @@ export class SubmissionsRepository {
        ), finished AS (
          UPDATE job_submissions s SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(), lease_expires_at = NULL
            FROM t
-          WHERE s.id = t.id AND t."workerId" = $2 AND t.status <> ALL($6::text[]) AND t."latestSubmissionId" = t.id
+          WHERE s.id = t.id AND t."workerId" = $2 AND t."claimedByUserId" = $7 AND t.status = ANY($6::text[]) AND t."latestSubmissionId" = t.id
       RETURNING s.job_id
        ), job_finished AS (
          UPDATE jobs j SET status = $3, termination_reason = $4, completion_counted = true FROM finished f WHERE j.id = f.job_id
       RETURNING j.id
        )
        SELECT t.*, EXISTS (SELECT 1 FROM job_finished) AS finished FROM t`,
-      [id, workerId, status, reason, exitStatus, FINISHED_STATUSES],
+      [id, holder.workerId, status, reason, exitStatus, fromStatuses, holder.userId],
     );
     if (rows.length === 0) return null;
     const { finished, ...row } = rows[0];

@@ -15,8 +15,9 @@ export class SubmissionsService {
     return this.subs.lockCandidates(m, cap, limit);
   }
 
-  markClaimed(m: EntityManager, ids: string[], workerId: string, leaseSeconds: number): Promise<ClaimedRow[]> {
-    return this.subs.markClaimed(m, ids, workerId, leaseSeconds);
+  /** The lease is held by `workerId` under the service account `userId`. */
+  markClaimed(m: EntityManager, ids: string[], workerId: string, userId: string, leaseSeconds: number): Promise<ClaimedRow[]> {
+    return this.subs.markClaimed(m, ids, workerId, userId, leaseSeconds);
   }
 
   /** The submission and its job, both locked (in that order, as every lifecycle transaction does). */
@@ -25,18 +26,20 @@ export class SubmissionsService {
   }
 
   /**
-   * A final report's common case in one round trip: if `workerId` holds the submission, it is unfinished and the
-   * job's latest, both are finished (the job counted); else nothing changes. Either way, both rows are locked.
+   * A final report's common case in one round trip: if `holder` (worker id and account) holds the submission, its
+   * status is one of `fromStatuses` and it is the job's latest, both are finished (the job counted); else nothing
+   * changes. Either way, both rows are locked.
    */
   finishIfLatest(
     m: EntityManager,
     submissionId: string,
-    workerId: string,
+    holder: { workerId: string; userId: string },
+    fromStatuses: readonly SubmissionStatus[],
     status: SubmissionStatus,
     reason: string,
     exitStatus: number | null,
   ): Promise<{ submission: SubmissionFacts; job: JobFacts; finished: boolean } | null> {
-    return this.subs.finishIfLatest(m, submissionId, workerId, status, reason, exitStatus);
+    return this.subs.finishIfLatest(m, submissionId, holder, fromStatuses, status, reason, exitStatus);
   }
 
   lockSubmission(m: EntityManager, submissionId: string): Promise<SubmissionFacts | null> {

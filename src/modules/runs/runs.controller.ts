@@ -48,14 +48,14 @@ export class RunsController {
     return this.runs.list(p, project, q);
   }
 
-  /** One run; `job_submissions_limit` omitted = every submission of every job. */
+  /** One run with its first `jobs_limit` jobs; `job_submissions_limit` omitted = every submission (up to 1,000) of each. */
   @Get('projects/:project/runs/:runId')
   @ApiProjectParam()
   @ApiUuidParam('runId', 'Run')
   @ApiOkResponse({ type: RunView })
   @ApiErrors(400, 404)
   get(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Query() q: RunGetQueryDto): Promise<RunView> {
-    return this.runs.get(p, project, runId, q.job_submissions_limit);
+    return this.runs.get(p, project, runId, q);
   }
 
   @Post('projects/:project/runs/:runId/stop')

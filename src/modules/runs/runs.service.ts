@@ -17,7 +17,8 @@ import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
 import { UsersService } from '../users/users.service';
 import { DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES, RetryPolicy, RUN_STATUSES } from './dto/run-status';
-import { RunListQueryDto, RunView } from './dto/run-view.dto';
+import { DEFAULT_LIST_JOBS_LIMIT, DEFAULT_RUN_JOBS_LIMIT, JobCounts, RunGetQueryDto, RunListQueryDto, RunView } from './dto/run-view.dto';
+import { deriveJobCounts } from './job-counts';
 import { MAX_JOBS_PER_REQUEST, SubmitRunDto } from './dto/submit-run.dto';
 import { Run } from './entities/run.entity';
 import { RunsRepository } from './runs.repository';
@@ -103,14 +104,14 @@ export class RunsService {
           const perGroup = new Map<number, number>();
           for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
           await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
-          return this.view(run, access.projectName, principal.name, null, m);
+          return this.view(run, access.projectName, principal.name, { submissions: null, jobs: DEFAULT_RUN_JOBS_LIMIT }, m);
         },
         idOf: (created) => created.id,
         // The key is the caller's own, so the run is theirs: its current view, as a GET would show it.
         replay: async (id) => {
           const run = await this.runs.findRunById(id, m);
           if (!run) throw notFound(`run ${id}`);
-          return this.view(run, access.projectName, principal.name, null, m);
+          return this.view(run, access.projectName, principal.name, { submissions: null, jobs: DEFAULT_RUN_JOBS_LIMIT }, m);
         },
       }),
     );
@@ -139,10 +140,12 @@ export class RunsService {
     }
   }
 
-  async get(principal: Principal, projectName: string, runId: string, submissionsLimit?: number): Promise<RunView> {
+  /** One run: its first `jobs_limit` jobs (default 1,000), each with its newest `job_submissions_limit` submissions. */
+  async get(principal: Principal, projectName: string, runId: string, q: RunGetQueryDto = {}): Promise<RunView> {
     const { access, run } = await this.requireRun(principal, projectName, runId);
     const user = (await this.users.namesByIds([run.userId])).get(run.userId) ?? run.userId;
-    return withRawJson(await this.view(run, access.projectName, user, submissionsLimit ?? null));
+    const limits = { submissions: q.job_submissions_limit ?? null, jobs: q.jobs_limit ?? DEFAULT_RUN_JOBS_LIMIT };
+    return withRawJson(await this.view(run, access.projectName, user, limits));
   }
 
   /** Stop = cancel job group 0 (reason stopped_by_user or aborted_by_user). Idempotent; a finished run is left as is. */
@@ -152,7 +155,7 @@ export class RunsService {
       await this.groups.stopRoot(m, run.id, principal.name, abort ? 'aborted_by_user' : 'stopped_by_user');
       await this.refreshStatus(m, run.id);
     });
-    return this.get(principal, projectName, runId, 10);
+    return this.get(principal, projectName, runId, { job_submissions_limit: 10 });
   }
 
   /** Soft delete of a finished run; its name becomes free again. */
@@ -269,28 +272,58 @@ export class RunsService {
       limit: q.limit + 1,
     });
     const page = toPage(rows, q.limit, (r) => [r.submittedAt.toISOString(), r.id], (r) => r);
-    const items = await this.views(page.items, q.include_jobs === false ? undefined : (q.job_submissions_limit ?? 10));
+    const jobsLimit = q.include_jobs === false ? 0 : (q.jobs_limit ?? DEFAULT_LIST_JOBS_LIMIT);
+    const items = await this.views(page.items, { submissions: q.job_submissions_limit ?? 10, jobs: jobsLimit });
     return withRawJson({ items, next_cursor: page.next_cursor });
   }
 
-  /** Views of many runs in a constant number of statements: names, cancellations, jobs, latest submissions. */
-  private async views(runs: Run[], submissionsLimit: number | undefined): Promise<RunView[]> {
+  /**
+   * Views of many runs in a constant number of statements: names, cancellations, job counts, each run's first
+   * `limits.jobs` jobs, their latest submissions. What is read is what is shown, whatever the runs hold.
+   */
+  private async views(runs: Run[], limits: ViewLimits): Promise<RunView[]> {
     if (runs.length === 0) return [];
     const ids = runs.map((r) => r.id);
     // Independent reads go out together, each on its own pool connection.
     const jobsOfRuns = async () => {
-      if (submissionsLimit === undefined) return new Map<string, RunView['jobs']>();
-      const jobs = await this.jobs.viewsOfRuns(ids, submissionsLimit, await this.groups.effectiveCancellations(ids));
-      await this.fillSubmissionCosts([...jobs.values()].flat());
+      const cancellations = limits.jobs > 0 ? await this.groups.effectiveCancellations(ids) : new Map();
+      const jobs = await this.jobs.viewsOfRuns(ids, limits.submissions, limits.jobs, cancellations);
+      await this.fillSubmissionCosts([...jobs.values()].flatMap((j) => j.jobs));
       return jobs;
     };
-    const [projects, users, costs, jobs] = await Promise.all([
+    const [projects, users, costs, counts, jobs] = await Promise.all([
       this.projects.namesByIds(runs.map((r) => r.projectId)),
       this.users.namesByIds(runs.map((r) => r.userId)),
       this.billing.runCosts(ids),
+      this.jobCounts(ids),
       jobsOfRuns(),
     ]);
-    return runs.map((r) => toRunView(r, projects.get(r.projectId) ?? r.projectId, users.get(r.userId) ?? r.userId, jobs.get(r.id) ?? [], costs.get(r.id)!));
+    return runs.map((r) =>
+      toRunView(r, projects.get(r.projectId) ?? r.projectId, users.get(r.userId) ?? r.userId, counts.get(r.id) ?? {}, jobs.get(r.id) ?? NO_JOBS, costs.get(r.id)!),
+    );
+  }
+
+  /**
+   * Runs' job_counts from their root counters: one index read per run. Only a run with a cancelled group and jobs
+   * on workers needs more (those jobs show as cancelled but still sit in its active counts): then its counters, its
+   * cancellations and its jobs on workers are read again in one snapshot, so the counts stay exact.
+   */
+  private async jobCounts(runIds: string[], m?: EntityManager): Promise<Map<string, JobCounts>> {
+    const roots = await this.groups.rootCountersOf(runIds, m);
+    const out = new Map<string, JobCounts>();
+    const needy: string[] = [];
+    for (const [runId, root] of roots) {
+      if (root.anyCancelled && root.nProvisioning + root.nRunning > 0) needy.push(runId);
+      else out.set(runId, deriveJobCounts(root));
+    }
+    if (needy.length === 0) return out;
+    const corrected = async (em: EntityManager) => {
+      const [again, cancellations] = await Promise.all([this.groups.rootCountersOf(needy, em), this.groups.effectiveCancellations(needy, em)]);
+      const onWorkers = await this.jobs.activeInGroups(new Map([...cancellations].map(([runId, groups]) => [runId, [...groups.keys()]])), em);
+      for (const [runId, root] of again) out.set(runId, deriveJobCounts(root, onWorkers.get(runId)));
+    };
+    await (m ? corrected(m) : this.tx.run(corrected, 'REPEATABLE READ'));
+    return out;
   }
 
   /** Each shown submission's cost so far, in one statement for the whole page. */
@@ -311,13 +344,14 @@ export class RunsService {
     for (const s of started) s.cost_usd = costs.get(s.id) ?? 0;
   }
 
-  private async view(run: Run, project: string, user: string, submissionsLimit: number | null, m?: EntityManager): Promise<RunView> {
+  private async view(run: Run, project: string, user: string, limits: ViewLimits, m?: EntityManager): Promise<RunView> {
     const cancellations = await this.groups.effectiveCancellations([run.id], m);
-    const jobs = await this.jobs.viewsOfRuns([run.id], submissionsLimit, cancellations, m);
-    await this.fillSubmissionCosts(jobs.get(run.id) ?? [], m);
+    const jobs = (await this.jobs.viewsOfRuns([run.id], limits.submissions, limits.jobs, cancellations, m)).get(run.id) ?? NO_JOBS;
+    await this.fillSubmissionCosts(jobs.jobs, m);
+    const counts = (await this.jobCounts([run.id], m)).get(run.id) ?? {};
     const fresh = m ? ((await this.runs.findRunById(run.id, m)) ?? run) : run;
     const cost = (await this.billing.runCosts([run.id], m)).get(run.id)!;
-    return toRunView(fresh, project, user, jobs.get(run.id) ?? [], cost);
+    return toRunView(fresh, project, user, counts, jobs, cost);
   }
 }
 
@@ -325,7 +359,15 @@ const derive = (root: RootState): DerivedRunStatus => deriveRunStatus({ ...root.
 
 const sameStatus = (a: DerivedRunStatus, b: DerivedRunStatus) => a.status === b.status && a.statusMessage === b.statusMessage && a.terminationReason === b.terminationReason;
 
-function toRunView(r: Run, project: string, user: string, jobs: RunView['jobs'], cost: CostReport): RunView {
+/** How much of each job a view shows: submissions per job (null = all, bounded) and jobs per run. */
+interface ViewLimits {
+  submissions: number | null;
+  jobs: number;
+}
+
+const NO_JOBS = { jobs: [], truncated: false };
+
+function toRunView(r: Run, project: string, user: string, counts: JobCounts, jobs: { jobs: RunView['jobs']; truncated: boolean }, cost: CostReport): RunView {
   return {
     id: r.id,
     run_name: r.runName,
@@ -341,7 +383,9 @@ function toRunView(r: Run, project: string, user: string, jobs: RunView['jobs'],
     retry: r.spec.retry ?? null,
     cost: { total_usd: cost.total_usd, breakdown: cost.breakdown },
     job_group_id: 0,
-    jobs,
+    job_counts: counts,
+    jobs: jobs.jobs,
+    jobs_truncated: jobs.truncated,
   };
 }
 

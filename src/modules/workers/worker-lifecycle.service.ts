@@ -1,12 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { Env } from '../../config/env';
+import type { Principal } from '../../common/auth/principal';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
 import { ActiveDelta, JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
-import { isFinished, SubmissionStatus } from '../jobs/dto/job-spec';
+import { FinishedStatus, HELD_STATUSES, heldStatusesAllowing, isAllowedTransition, isFinished, SubmissionStatus, TRANSITIONS } from '../lifecycle/vocabulary';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunsService } from '../runs/runs.service';
 import { ClaimDto, ClaimedSubmissionView, CompleteDto, CompleteView, HeartbeatDto, RunningDto } from './dto/worker.dto';
@@ -14,17 +15,41 @@ import { shouldRetry } from './retry-policy';
 
 const stale = (message: string) => new DomainError('STALE_SUBMISSION', message);
 
-/** The locked submission, if it exists (else 404) and `workerId` holds it (else 409). */
-function owned(s: SubmissionFacts | null | undefined, id: string, workerId: string): SubmissionFacts {
-  if (!s) throw notFound(`submission ${id}`);
-  if (s.workerId !== workerId) throw stale(`submission ${id} is not held by worker ${workerId}`);
+/** Who reports: the worker id in the body, under the service account whose token sent it. */
+interface Holder {
+  workerId: string;
+  userId: string;
+}
+
+const holderOf = (principal: Principal, workerId: string): Holder => ({ workerId, userId: principal.userId });
+
+/**
+ * The locked submission, if it exists and the caller's account claimed it (else 404), and the caller's worker id
+ * holds it (else 409). Another account gets exactly the answer an unknown id gets, so it learns nothing about the
+ * submission (not even that it exists); the claiming account's other workers get the usual stale 409.
+ */
+function owned(s: SubmissionFacts | null | undefined, id: string, holder: Holder): SubmissionFacts {
+  if (!s || s.claimedByUserId !== holder.userId) throw notFound(`submission ${id}`);
+  if (s.workerId !== holder.workerId) throw stale(`submission ${id} is not held by worker ${holder.workerId}`);
   return s;
+}
+
+/** A final report the state machine does not allow from the submission's status (e.g. `done` before `running`). */
+function transitionRefused(id: string, from: SubmissionStatus, status: FinishedStatus, reason: string): DomainError {
+  const allowed = Object.entries(TRANSITIONS[from])
+    .filter(([to, reasons]) => isFinished(to as SubmissionStatus) && reasons !== true)
+    .map(([to, reasons]) => `${to} (${(reasons as readonly string[]).join(', ')})`);
+  const why = from === 'provisioning' ? ' (it never reported running)' : '';
+  const message = `submission ${id} is ${from}${why}: it cannot end as ${status}/${reason}`;
+  return new DomainError('TRANSITION_NOT_ALLOWED', message, [
+    { field: 'status', message: `from ${from} a worker may report ${allowed.length > 0 ? allowed.join('; ') : 'no outcome'}` },
+  ]);
 }
 
 /** Only these outcomes can be retried (by the run's retry policy). */
 const isRetryable = (status: SubmissionStatus) => status === 'failed' || status === 'terminated';
 
-const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'cancelled' };
+const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'aborted' };
 
 /** The active count a submission occupies on its run (its root group's counters) while in `status`. */
 function activeDelta(status: SubmissionStatus, sign: 1 | -1, submissionNum: number): ActiveDelta {
@@ -59,7 +84,7 @@ export class WorkerLifecycleService {
   ) {}
 
   /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
-  async claim(body: ClaimDto): Promise<{ submissions: ClaimedSubmissionView[] }> {
+  async claim(principal: Principal, body: ClaimDto): Promise<{ submissions: ClaimedSubmissionView[] }> {
     const limit = body.limit ?? 1;
     const cap = { cpu: body.capacity.cpu, memoryMib: body.capacity.memory_mib, gpu: body.capacity.gpu ?? 0 };
     const claimed = await this.tx.run(async (m) => {
@@ -85,7 +110,7 @@ export class WorkerLifecycleService {
         left.gpu -= c.gpu;
         bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
       }
-      const rows = await this.subs.markClaimed(m, picked.map((p) => p.id), body.worker_id, this.env.RUNPLANE_LEASE_SECONDS);
+      const rows = await this.subs.markClaimed(m, picked.map((p) => p.id), body.worker_id, principal.userId, this.env.RUNPLANE_LEASE_SECONDS);
       for (const runId of [...deltas.keys()].sort()) await this.runs.moveActive(m, runId, deltas.get(runId)!);
       return rows;
     });
@@ -105,12 +130,12 @@ export class WorkerLifecycleService {
     };
   }
 
-  async running(id: string, body: RunningDto): Promise<{ status: string; lease_expires_at: string | null }> {
+  async running(principal: Principal, id: string, body: RunningDto): Promise<{ status: string; lease_expires_at: string | null }> {
     return this.tx.run(async (m) => {
       const locked = await this.subs.lockWithJob(m, id);
-      const s = owned(locked?.submission, id, body.worker_id);
+      const s = owned(locked?.submission, id, holderOf(principal, body.worker_id));
       if (s.status === 'running') return { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null };
-      if (s.status !== 'provisioning') throw stale(`submission ${id} is ${s.status}, not provisioning`);
+      if (!isAllowedTransition(s.status, 'running')) throw stale(`submission ${id} is ${s.status}, not provisioning`);
       const lease = await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       // Billing rows come after the submission and job, before group counters and the run (the lock order).
       const owner = await this.runs.ownerOf(m, s.runId);
@@ -122,9 +147,9 @@ export class WorkerLifecycleService {
   }
 
   /** Renews the lease; answers whether the submission's group (or an ancestor) was cancelled meanwhile. */
-  async heartbeat(id: string, body: HeartbeatDto): Promise<{ cancel_requested: boolean; lease_expires_at: string }> {
+  async heartbeat(principal: Principal, id: string, body: HeartbeatDto): Promise<{ cancel_requested: boolean; lease_expires_at: string }> {
     return this.tx.run(async (m) => {
-      const s = owned(await this.subs.lockSubmission(m, id), id, body.worker_id);
+      const s = owned(await this.subs.lockSubmission(m, id), id, holderOf(principal, body.worker_id));
       if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
       const lease = await this.subs.heartbeat(m, s, body.runtime_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       const cancellation = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
@@ -135,15 +160,19 @@ export class WorkerLifecycleService {
 
   /**
    * A worker's final report. Repeating it returns the same answer and changes nothing; a report for a submission
-   * that is not the job's latest, or from another worker, is a 409 that changes nothing.
+   * that is not the job's latest, or from another worker, is a 409 that changes nothing; from another service
+   * account, a 404; an outcome the state machine does not allow from the submission's status, a 409
+   * `TRANSITION_NOT_ALLOWED`. (The (status, reason) pair itself was checked by the DTO.)
    */
-  async complete(id: string, body: CompleteDto): Promise<CompleteView> {
+  async complete(principal: Principal, id: string, body: CompleteDto): Promise<CompleteView> {
     const exitStatus = body.exit_status ?? null;
+    const holder = holderOf(principal, body.worker_id);
     return this.tx.run(async (m) => {
       // An outcome that cannot be retried (the common `done`) is locked and finished in one statement when the report
-      // is current; a retryable one needs the run's retry policy first.
+      // is current and allowed from the submission's status; a retryable one needs the run's retry policy first.
       const retryable = isRetryable(body.status);
-      const current = retryable ? null : await this.subs.finishIfLatest(m, id, body.worker_id, body.status, body.termination_reason, exitStatus);
+      const from = heldStatusesAllowing(body.status, body.termination_reason);
+      const current = retryable ? null : await this.subs.finishIfLatest(m, id, holder, from, body.status, body.termination_reason, exitStatus);
       if (current?.finished) {
         const s = current.submission;
         await this.billing.closeAttempt(m, s.id);
@@ -151,13 +180,16 @@ export class WorkerLifecycleService {
       }
       // Otherwise the rows are locked and unchanged: a retryable outcome, or a report repeated, stale or unknown.
       const locked = retryable ? await this.subs.lockWithJob(m, id) : current;
-      const s = owned(locked?.submission, id, body.worker_id);
+      const s = owned(locked?.submission, id, holder);
       const job = locked!.job;
       if (isFinished(s.status)) {
         if (s.status === body.status && s.terminationReason === body.termination_reason) return this.answer(s, job);
         throw stale(`submission ${id} already finished as ${s.status} (${s.terminationReason})`);
       }
       if (job.latestSubmissionId !== s.id) throw stale(`submission ${id} is not the latest of its job`);
+      if (!(HELD_STATUSES as readonly string[]).includes(s.status) || !isAllowedTransition(s.status, body.status, body.termination_reason)) {
+        throw transitionRefused(id, s.status, body.status, body.termination_reason);
+      }
       // Usage up to now, closed before the group counters and the run are locked (the lock order), so billing adds
       // nothing to the time those hot rows are held.
       await this.billing.closeAttempt(m, s.id);

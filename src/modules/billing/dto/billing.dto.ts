@@ -89,7 +89,7 @@ export class BillingReportQueryDto {
   @Matches(DATE, { message: 'must be a date YYYY-MM-DD' })
   to!: string;
 
-  @ApiPropertyOptional({ pattern: GROUP_BY.source, default: 'day', description: 'Comma list of `user`, `day`, `resource`.' })
+  @ApiPropertyOptional({ pattern: GROUP_BY.source, default: 'day', description: 'Comma list of `user`, `day`, `resource`. A report answers at most 100,000 rows; a bigger one is a 400 naming `to`.' })
   @IsOptional()
   @Matches(GROUP_BY, { message: 'must be a comma list of user, day, resource' })
   group_by?: string;

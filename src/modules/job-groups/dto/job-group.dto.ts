@@ -41,7 +41,7 @@ export class ListGroupJobsQueryDto extends PageQueryDto {
   @IsBoolean()
   recursive?: boolean;
 
-  @ApiPropertyOptional({ maxLength: 200, description: 'Comma list of effective job statuses.' })
+  @ApiPropertyOptional({ maxLength: 200, description: "Comma list of effective job statuses (at most 200 characters)." })
   @IsOptional()
   @IsString()
   @MaxLength(200)

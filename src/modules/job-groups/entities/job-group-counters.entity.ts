@@ -5,6 +5,7 @@ import { Check, Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
 @ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], { name: 'fk_job_group_counters_group', onDelete: 'CASCADE' })
 @Check('ck_job_group_counters_active', 'n_provisioning >= 0 AND n_running >= 0 AND n_retrying >= 0 AND (job_group_id = 0 OR n_provisioning + n_running + n_retrying = 0)')
 @Check('ck_job_group_counters_sum', 'n_completed = n_succeeded + n_failed + n_cancelled AND n_completed <= n_jobs AND n_completed >= 0')
+@Check('ck_job_group_counters_aborted', 'n_aborted >= 0 AND n_aborted <= n_cancelled')
 export class JobGroupCounters {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_group_counters' })
   runId!: string;
@@ -26,6 +27,10 @@ export class JobGroupCounters {
 
   @Column({ type: 'integer', default: 0 })
   nCancelled!: number;
+
+  /** Of nCancelled, the jobs that show as `aborted` (the rest show as `terminated`). */
+  @Column({ type: 'integer', default: 0 })
+  nAborted!: number;
 
   /** This group itself is cancelled (the who/when/why is in job_groups_cancelled). */
   @Column({ type: 'boolean', default: false })

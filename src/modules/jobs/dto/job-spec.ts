@@ -18,10 +18,11 @@ import {
 import type { RawJson } from '../../../common/json/raw-json';
 import { IsEnvMap, Optional } from '../../../common/validation/validators';
 
-export const SUBMISSION_STATUSES = ['submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'] as const;
-export type SubmissionStatus = (typeof SUBMISSION_STATUSES)[number];
-export const FINISHED_STATUSES: readonly SubmissionStatus[] = ['done', 'failed', 'terminated', 'aborted'];
-export const isFinished = (s: SubmissionStatus) => FINISHED_STATUSES.includes(s);
+// The vocabulary lives in one place (the lifecycle's); re-exported here for the job views that use it.
+import { SUBMISSION_STATUSES, type SubmissionStatus } from '../../lifecycle/vocabulary';
+export { FINISHED_STATUSES, isFinished, SUBMISSION_STATUSES, type SubmissionStatus } from '../../lifecycle/vocabulary';
+/** Submissions per job a run view shows when `job_submissions_limit` is omitted ("all"), and the most it accepts. */
+export const MAX_RUN_VIEW_SUBMISSIONS = 1000;
 
 export class ResourcesDto {
   @ApiProperty({ minimum: 0.001, maximum: 1024, description: 'CPUs, at most 3 decimals.' })

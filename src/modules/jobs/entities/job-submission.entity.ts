@@ -62,6 +62,13 @@ export class JobSubmission {
   @Column({ type: 'varchar', length: 128, nullable: true })
   workerId!: string | null;
 
+  /**
+   * The service account (user id) that claimed the submission: with `workerId`, who holds the lease. No foreign key:
+   * users are never deleted, and one would take a KEY SHARE lock on the service account's row in every claim.
+   */
+  @Column({ type: 'uuid', nullable: true })
+  claimedByUserId!: string | null;
+
   @Column({ type: 'timestamptz', nullable: true })
   leaseExpiresAt!: Date | null;
 

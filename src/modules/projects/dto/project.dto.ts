@@ -39,7 +39,7 @@ export class MemberDto {
 }
 
 export class SetMembersDto {
-  @ApiProperty({ type: () => MemberDto, isArray: true, maxItems: 1000, description: 'The whole member list; it must keep at least one admin.' })
+  @ApiProperty({ type: () => MemberDto, isArray: true, maxItems: 1000, description: 'The whole member list (replaces it): at most 1,000 members, at least one admin.' })
   @IsArray()
   @ArrayMaxSize(1000)
   @ValidateNested({ each: true })

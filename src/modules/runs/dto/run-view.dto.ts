@@ -3,9 +3,16 @@ import { Transform, Type } from 'class-transformer';
 import { IsBoolean, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
 import { PageQueryDto } from '../../../common/pagination/cursor';
 import { CostBreakdownItem } from '../../billing/dto/billing.dto';
-import { JobView } from '../../jobs/dto/job-spec';
+import { JobView, MAX_RUN_VIEW_SUBMISSIONS, SUBMISSION_STATUSES, type SubmissionStatus } from '../../jobs/dto/job-spec';
 import { RUN_STATUSES, type RunStatus } from './run-status';
 import { RetryPolicyDto } from './submit-run.dto';
+
+/** The most jobs a run view (list item or single run) carries; the rest are paged by GET .../job-groups/0/jobs. */
+export const MAX_JOBS_LIMIT = 10_000;
+/** Jobs per run on a list page when `jobs_limit` is omitted. */
+export const DEFAULT_LIST_JOBS_LIMIT = 100;
+/** Jobs of a single run view (GET one run, submit, stop) when `jobs_limit` is omitted. */
+export const DEFAULT_RUN_JOBS_LIMIT = 1000;
 
 const toBool = ({ value }: { value: unknown }) => (value === 'true' ? true : value === 'false' ? false : value);
 
@@ -34,13 +41,27 @@ export class RunListQueryDto extends PageQueryDto {
   @IsBoolean()
   only_active?: boolean;
 
-  @ApiPropertyOptional({ default: true })
+  @ApiPropertyOptional({ description: 'Include jobs in each run (default true); false is jobs_limit=0.', type: Boolean, default: true })
   @IsOptional()
   @Transform(toBool)
   @IsBoolean()
   include_jobs?: boolean;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 100, default: 10, description: 'Submissions per job, newest kept.' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    description: `Jobs per run, the first by (job_num, replica_num); jobs_truncated tells when a run has more (every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. Default ${DEFAULT_LIST_JOBS_LIMIT}, at most ${MAX_JOBS_LIMIT}.`,
+    minimum: 0,
+    maximum: MAX_JOBS_LIMIT,
+    default: DEFAULT_LIST_JOBS_LIMIT,
+  })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  @Max(MAX_JOBS_LIMIT)
+  jobs_limit?: number;
+
+  @ApiPropertyOptional({ type: 'integer', description: 'Newest submissions shown per job. Default 10, at most 100.', minimum: 0, maximum: 100, default: 10 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -50,14 +71,35 @@ export class RunListQueryDto extends PageQueryDto {
 }
 
 export class RunGetQueryDto {
-  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 100_000, description: 'Submissions per job, newest kept; absent: all.' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    description: `Jobs shown, the first by (job_num, replica_num); jobs_truncated tells when the run has more (every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. Default ${DEFAULT_RUN_JOBS_LIMIT}, at most ${MAX_JOBS_LIMIT}.`,
+    minimum: 0,
+    maximum: MAX_JOBS_LIMIT,
+    default: DEFAULT_RUN_JOBS_LIMIT,
+  })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
   @Min(0)
-  @Max(100_000)
+  @Max(MAX_JOBS_LIMIT)
+  jobs_limit?: number;
+
+  @ApiPropertyOptional({
+    description: `Newest submissions shown per job. Omitted = all, up to the newest ${MAX_RUN_VIEW_SUBMISSIONS} (the whole history: GET .../jobs/{job_id}/submissions). At most ${MAX_RUN_VIEW_SUBMISSIONS}.`,
+    minimum: 0,
+    maximum: MAX_RUN_VIEW_SUBMISSIONS,
+  })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  @Max(MAX_RUN_VIEW_SUBMISSIONS)
   job_submissions_limit?: number;
 }
+
+/** A run's jobs by (effective) status, as its views show them; statuses with no job are left out. */
+export type JobCounts = Partial<Record<SubmissionStatus, number>>;
 
 export class CostView {
   @ApiProperty()
@@ -110,6 +152,20 @@ export class RunView {
   @ApiProperty({ type: 'integer', enum: [0], description: 'The run is job group 0.' })
   job_group_id!: 0;
 
-  @ApiProperty({ type: () => JobView, isArray: true })
+  /** Every job of the run by status (from counters, whatever `jobs_limit` shows). */
+  @ApiProperty({
+    type: 'object',
+    properties: Object.fromEntries(SUBMISSION_STATUSES.map((s) => [s, { type: 'integer', minimum: 1 }])),
+    additionalProperties: false,
+    description: 'Every job of the run by status, whatever `jobs_limit` shows; statuses with no job are left out.',
+  })
+  job_counts!: JobCounts;
+
+  /** The first `jobs_limit` jobs by (job_num, replica_num). */
+  @ApiProperty({ type: () => JobView, isArray: true, description: 'The first `jobs_limit` jobs by (job_num, replica_num).' })
   jobs!: JobView[];
+
+  /** Whether the run has more jobs than `jobs` shows. */
+  @ApiProperty({ description: 'Whether the run has more jobs than `jobs` shows.' })
+  jobs_truncated!: boolean;
 }

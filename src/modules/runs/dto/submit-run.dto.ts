@@ -78,7 +78,7 @@ export class SubmitRunDto {
   @Matches(RUN_NAME, { message: 'must be 1-63 characters of a-z, 0-9 and -, starting with a letter or digit' })
   run_name?: string;
 
-  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 16,384 bytes of JSON.' })
+  @ApiPropertyOptional({ description: 'Free-form JSON object, at most 16,384 characters serialised (shown in every run view).', type: 'object', additionalProperties: true })
   @Optional()
   @IsJsonObject(16384)
   attributes?: Record<string, unknown>;
@@ -113,7 +113,7 @@ export class SubmitRunDto {
   @Type(() => JobGroupRequestDto)
   job_groups?: JobGroupRequestDto[];
 
-  @ApiProperty({ type: () => JobRequestDto, isArray: true, minItems: 1, maxItems: MAX_JOBS_PER_REQUEST, description: 'At most 10,000 jobs once replicas are expanded.' })
+  @ApiProperty({ type: () => JobRequestDto, isArray: true, description: 'Jobs: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded.', minItems: 1, maxItems: MAX_JOBS_PER_REQUEST })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(MAX_JOBS_PER_REQUEST)

@@ -1,44 +1,64 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsNumber, IsObject, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { IsIn, IsInt, IsNumber, IsObject, IsString, Matches, Max, Min, registerDecorator, ValidateNested, ValidationArguments } from 'class-validator';
 import { IsJsonObject, Optional } from '../../../common/validation/validators';
 import { JobSpecDto, SUBMISSION_STATUSES, type SubmissionStatus } from '../../jobs/dto/job-spec';
+import {
+  FINISHED_STATUSES,
+  type FinishedStatus,
+  isWorkerReportable,
+  type TerminationReason,
+  WORKER_REPORTABLE,
+  WORKER_REPORTABLE_REASONS,
+} from '../../lifecycle/vocabulary';
 
 const WORKER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
 const WORKER_ID_RULE = 'must be 1-128 characters of letters, digits, _ . : @ -';
 
-export const TERMINATION_REASONS = [
-  'failed_to_start_due_to_no_capacity',
-  'interrupted_by_no_capacity',
-  'instance_unreachable',
-  'container_exited_with_error',
-  'executor_error',
-  'max_duration_exceeded',
-  'done_by_runner',
-  'stopped_by_user',
-  'aborted_by_user',
-  'job_group_cancelled',
-  'fail_fast',
-  'budget_exceeded',
-] as const;
+/** The final statuses a worker may report, and for each the reasons it may carry (from the lifecycle's table). */
+export const REPORTED_STATUSES = FINISHED_STATUSES;
+export type ReportedStatus = FinishedStatus;
 
-export const REPORTED_STATUSES = ['done', 'failed', 'terminated', 'aborted'] as const;
-export type ReportedStatus = (typeof REPORTED_STATUSES)[number];
+const PAIRS_TEXT = REPORTED_STATUSES.map((s) => `\`${s}\`: ${WORKER_REPORTABLE[s].map((r) => `\`${r}\``).join(', ')}`).join('; ');
+
+/** `termination_reason` must be one the table allows with the body's `status` (checked once `status` is valid). */
+function IsReasonOfStatus(): PropertyDecorator {
+  return (target, propertyName) =>
+    registerDecorator({
+      name: 'isReasonOfStatus',
+      target: target.constructor,
+      propertyName: propertyName as string,
+      validator: {
+        validate: (value: unknown, args: ValidationArguments) => {
+          const status = (args.object as { status?: unknown }).status;
+          // An invalid status is reported on its own field; the reason is then judged against every status.
+          if (typeof status !== 'string' || !(REPORTED_STATUSES as readonly string[]).includes(status)) return (WORKER_REPORTABLE_REASONS as readonly unknown[]).includes(value);
+          return typeof value === 'string' && isWorkerReportable(status, value);
+        },
+        defaultMessage: (args?: ValidationArguments) => {
+          const status = (args?.object as { status?: unknown } | undefined)?.status;
+          return typeof status === 'string' && (REPORTED_STATUSES as readonly string[]).includes(status)
+            ? `must be one of ${WORKER_REPORTABLE[status as ReportedStatus].join(', ')} when status is ${status}`
+            : `must be one of ${WORKER_REPORTABLE_REASONS.join(', ')}`;
+        },
+      },
+    });
+}
 
 export class CapacityDto {
-  @ApiProperty({ minimum: 0, maximum: 100_000 })
+  @ApiProperty({ type: 'number', minimum: 0, maximum: 100_000, description: 'CPUs free on this worker (fractions allowed).' })
   @IsNumber({ allowNaN: false, allowInfinity: false })
   @Min(0)
   @Max(100_000)
   cpu!: number;
 
-  @ApiProperty({ type: 'integer', minimum: 0, maximum: 1_000_000_000 })
+  @ApiProperty({ type: 'integer', minimum: 0, maximum: 1_000_000_000, description: 'Memory free on this worker, MiB.' })
   @IsInt()
   @Min(0)
   @Max(1_000_000_000)
   memory_mib!: number;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 1024 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 1024, default: 0, description: 'GPUs free on this worker.' })
   @Optional()
   @IsInt()
   @Min(0)
@@ -46,21 +66,26 @@ export class CapacityDto {
   gpu?: number;
 }
 
-const WorkerIdProperty = () => ApiProperty({ pattern: WORKER_ID.source });
+const WORKER_ID_DOC = {
+  pattern: WORKER_ID.source,
+  description:
+    'The worker process, chosen by the worker. A claimed submission is held by this id together with the service account ' +
+    'that claimed it: reports must come from both (another account gets 404, another worker of the same account 409).',
+};
 
 export class ClaimDto {
-  @WorkerIdProperty()
+  @ApiProperty(WORKER_ID_DOC)
   @IsString()
   @Matches(WORKER_ID, { message: WORKER_ID_RULE })
   worker_id!: string;
 
-  @ApiProperty({ type: () => CapacityDto })
+  @ApiProperty({ type: () => CapacityDto, description: 'Only submissions whose resources fit in this capacity (all together) are handed out.' })
   @IsObject()
   @ValidateNested()
   @Type(() => CapacityDto)
   capacity!: CapacityDto;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 1 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 1, description: 'Submissions to hand out at most: default 1, at most 100 (each with its spec).' })
   @Optional()
   @IsInt()
   @Min(1)
@@ -69,36 +94,42 @@ export class ClaimDto {
 }
 
 export class WorkerReportDto {
-  @WorkerIdProperty()
+  @ApiProperty(WORKER_ID_DOC)
   @IsString()
   @Matches(WORKER_ID, { message: WORKER_ID_RULE })
   worker_id!: string;
 }
 
 export class RunningDto extends WorkerReportDto {
-  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 65,536 bytes of JSON.' })
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'Any JSON object up to 64 KiB, stored and shown as sent.' })
   @Optional()
   @IsJsonObject(65536)
   provisioning_data?: Record<string, unknown>;
 }
 
 export class HeartbeatDto extends WorkerReportDto {
-  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 65,536 bytes of JSON.' })
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'Any JSON object up to 64 KiB, stored and shown as sent.' })
   @Optional()
   @IsJsonObject(65536)
   runtime_data?: Record<string, unknown>;
 }
 
 export class CompleteDto extends WorkerReportDto {
-  @ApiProperty({ enum: REPORTED_STATUSES })
+  @ApiProperty({ enum: REPORTED_STATUSES, description: 'The final status. `done` only after the submission reported `running`.' })
   @IsIn(REPORTED_STATUSES)
   status!: ReportedStatus;
 
-  @ApiProperty({ enum: TERMINATION_REASONS })
-  @IsIn(TERMINATION_REASONS)
-  termination_reason!: string;
+  @ApiProperty({
+    enum: WORKER_REPORTABLE_REASONS,
+    description:
+      `Must go with \`status\` (${PAIRS_TEXT}); anything else is a 400 naming this field. ` +
+      'A submission that never reported `running` can only end as `failed` (failed_to_start_due_to_no_capacity, executor_error, ' +
+      'instance_unreachable), `terminated` (a cancellation reason) or `aborted`; another outcome is a 409 `TRANSITION_NOT_ALLOWED`.',
+  })
+  @IsReasonOfStatus()
+  termination_reason!: TerminationReason;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: -1_000_000, maximum: 1_000_000 })
+  @ApiPropertyOptional({ type: 'integer', minimum: -1_000_000, maximum: 1_000_000, description: "The process's exit status, if it ran." })
   @Optional()
   @IsInt()
   @Min(-1_000_000)
