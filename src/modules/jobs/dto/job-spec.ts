@@ -5,7 +5,6 @@ import {
   IsArray,
   IsBoolean,
   IsInt,
-  IsNumber,
   IsObject,
   IsOptional,
   IsString,
@@ -16,7 +15,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import type { RawJson } from '../../../common/json/raw-json';
-import { IsEnvMap } from '../../../common/validation/validators';
+import { IsEnvMap, IsFixedPoint } from '../../../common/validation/validators';
 
 export const SUBMISSION_STATUSES = ['submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'] as const;
 export type SubmissionStatus = (typeof SUBMISSION_STATUSES)[number];
@@ -24,7 +23,7 @@ export const FINISHED_STATUSES: readonly SubmissionStatus[] = ['done', 'failed',
 export const isFinished = (s: SubmissionStatus) => FINISHED_STATUSES.includes(s);
 
 export class ResourcesDto {
-  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 3 })
+  @IsFixedPoint(3) // numeric(10, 3)
   @Min(0.001)
   @Max(1024)
   cpu!: number;

@@ -1,6 +1,7 @@
-import { Transform, Type } from 'class-transformer';
+import { Transform } from 'class-transformer';
 import { IsBoolean, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
 import { PageQueryDto } from '../../../common/pagination/cursor';
+import { ToStrictInt } from '../../../common/validation/validators';
 import type { JobView } from '../../jobs/dto/job-spec';
 import type { RunStatus } from './run-status';
 
@@ -33,7 +34,7 @@ export class RunListQueryDto extends PageQueryDto {
   include_jobs?: boolean;
 
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(100)
@@ -42,7 +43,7 @@ export class RunListQueryDto extends PageQueryDto {
 
 export class RunGetQueryDto {
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(100_000)
