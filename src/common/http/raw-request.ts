@@ -65,25 +65,25 @@ function clientErrorStatus(code: string | undefined): { status: number; code: Co
 }
 
 /**
- * Which part of an over-long request head ran over, from the bytes the parser had: the request line (named by
- * the query parameter being read, e.g. `cursor`, or `path`) or a header (by its name); `headers` when unknown.
+ * Which part of an over-long request head ran over, from the bytes the parser had: its longest line, named by the
+ * longest query parameter (e.g. `cursor`) or `path` when it is the request line, by the header's name otherwise.
  */
 export function overflowingField(raw: Buffer | undefined): string {
   if (!raw) return 'headers';
-  const text = raw.toString('latin1');
-  const requestLine = /^[A-Z]{3,10} (\S*)$/.exec(text);
-  if (requestLine) {
+  const lines = raw.toString('latin1').split('\r\n');
+  const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+  const requestLine = /^[A-Z]{3,10} (\S+)/.exec(longest);
+  if (requestLine && longest === lines[0]) {
     const query = requestLine[1].split('?')[1];
     if (query === undefined) return 'path';
-    const last = query.split('&').pop()!.split('=')[0];
+    const param = query.split('&').reduce((a, b) => (b.length > a.length ? b : a), '').split('=')[0];
     try {
-      return decodeURIComponent(last) || 'query';
+      return decodeURIComponent(param) || 'query';
     } catch {
       return 'query';
     }
   }
-  const lastLine = text.slice(text.lastIndexOf('\n') + 1);
-  const header = /^([!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}):/.exec(lastLine);
+  const header = /^([!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}):/.exec(longest);
   return header ? header[1].toLowerCase() : 'headers';
 }
 
