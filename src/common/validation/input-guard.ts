@@ -11,9 +11,12 @@ export const RESERVED_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constru
 
 /** NUL (which PostgreSQL text and jsonb cannot hold) or a UTF-16 surrogate without its pair (not Unicode at all). */
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?:^|[^\ud800-\udbff])[\udc00-\udfff]/;
+/** A cheap first look: most strings hold neither NUL nor any surrogate. */
+const SUSPECT = /[\u0000\ud800-\udfff]/;
 
 /** Why a string can't be stored as text, or undefined when it can. */
 export function unstorableText(s: string): string | undefined {
+  if (!SUSPECT.test(s)) return undefined;
   const m = UNSTORABLE.exec(s);
   if (!m) return undefined;
   return m[0] === '\u0000' ? 'must not contain NUL (\\u0000) characters' : 'must be valid Unicode text (a lone surrogate was found)';
@@ -26,11 +29,26 @@ export interface FieldProblem {
 
 const MAX_PROBLEMS = 20;
 
+/** A value met in the walk; its path is spelled out only when a problem is found there. */
+interface Visit {
+  value: unknown;
+  parent: Visit | undefined;
+  key: string | number | undefined;
+  depth: number;
+}
+
 /** `a.b[3].c`, as the validation pipe names fields; a key that is not a plain name is quoted: `env["a b"]`. */
-function childPath(parent: string, key: string | number): string {
-  if (typeof key === 'number') return `${parent}[${key}]`;
-  if (/^[A-Za-z0-9_$-]+$/.test(key)) return parent ? `${parent}.${key}` : key;
-  return `${parent}[${JSON.stringify(key)}]`;
+function pathOf(visit: Visit, root: string, lastKey?: string): string {
+  const keys: (string | number)[] = lastKey === undefined ? [] : [lastKey];
+  for (let v: Visit | undefined = visit; v?.key !== undefined; v = v.parent) keys.push(v.key);
+  let path = root;
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const key = keys[i];
+    if (typeof key === 'number') path = `${path}[${key}]`;
+    else if (/^[A-Za-z0-9_$-]+$/.test(key)) path = path ? `${path}.${key}` : key;
+    else path = `${path}[${JSON.stringify(key)}]`;
+  }
+  return path || 'body';
 }
 
 /**
@@ -40,37 +58,33 @@ function childPath(parent: string, key: string | number): string {
  */
 export function findInputProblems(value: unknown, root = ''): FieldProblem[] {
   const problems: FieldProblem[] = [];
-  const stack: { value: unknown; path: string; depth: number }[] = [{ value, path: root, depth: 1 }];
+  const stack: Visit[] = [{ value, parent: undefined, key: undefined, depth: 1 }];
   while (stack.length > 0 && problems.length < MAX_PROBLEMS) {
-    const { value: v, path, depth } = stack.pop()!;
-    const field = path || 'body';
+    const visit = stack.pop()!;
+    const v = visit.value;
     if (typeof v === 'string') {
       const why = unstorableText(v);
-      if (why) problems.push({ field, message: why });
+      if (why) problems.push({ field: pathOf(visit, root), message: why });
     } else if (typeof v === 'number') {
-      if (!Number.isFinite(v)) problems.push({ field, message: 'must be a finite number' });
+      if (!Number.isFinite(v)) problems.push({ field: pathOf(visit, root), message: 'must be a finite number' });
     } else if (v !== null && typeof v === 'object') {
-      if (depth > MAX_JSON_DEPTH) {
-        problems.push({ field, message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` });
+      if (visit.depth > MAX_JSON_DEPTH) {
+        problems.push({ field: pathOf(visit, root), message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` });
         continue;
       }
-      const entries: [string | number, unknown][] = Array.isArray(v) ? v.map((item, i) => [i, item]) : Object.entries(v);
+      const depth = visit.depth + 1;
       // Pushed in reverse so problems come out in document order.
-      for (let i = entries.length - 1; i >= 0; i--) {
-        const [key, item] = entries[i];
-        const itemPath = childPath(path, key);
-        if (typeof key === 'string') {
+      if (Array.isArray(v)) {
+        for (let i = v.length - 1; i >= 0; i--) stack.push({ value: v[i], parent: visit, key: i, depth });
+      } else {
+        const keys = Object.keys(v);
+        for (let i = keys.length - 1; i >= 0; i--) {
+          const key = keys[i];
           const why = unstorableText(key);
-          if (why) {
-            problems.push({ field: itemPath, message: `key ${why}` });
-            continue;
-          }
-          if (RESERVED_KEYS.has(key)) {
-            problems.push({ field: itemPath, message: 'should not exist' });
-            continue;
-          }
+          if (why) problems.push({ field: pathOf(visit, root, key), message: `key ${why}` });
+          else if (RESERVED_KEYS.has(key)) problems.push({ field: pathOf(visit, root, key), message: 'should not exist' });
+          else stack.push({ value: (v as Record<string, unknown>)[key], parent: visit, key, depth });
         }
-        stack.push({ value: item, path: itemPath, depth: depth + 1 });
       }
     }
   }
