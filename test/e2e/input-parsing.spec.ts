@@ -185,14 +185,24 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
       port = (server.address() as AddressInfo).port;
     });
 
-    /** Sends raw bytes; resolves with what came back before the server closed the connection. */
+    /** Sends raw bytes; resolves with the response once its body is complete (or the connection closed). */
     const rawExchange = (bytes: string) =>
       new Promise<string>((resolve) => {
         const socket = connect(port, '127.0.0.1', () => socket.write(bytes));
         let got = '';
-        socket.on('data', (d) => (got += d.toString('utf8')));
-        socket.on('error', () => resolve(got));
-        socket.on('close', () => resolve(got));
+        const done = () => {
+          socket.destroy();
+          resolve(got);
+        };
+        socket.on('data', (d) => {
+          got += d.toString('utf8');
+          const end = got.indexOf('\r\n\r\n');
+          const length = /content-length: (\d+)/i.exec(got.slice(0, end));
+          if (end >= 0 && length && Buffer.byteLength(got.slice(end + 4)) >= Number(length[1])) done();
+        });
+        socket.on('error', done);
+        socket.on('close', done);
+        socket.setTimeout(10_000, done);
       });
     const parse = (raw: string) => {
       const [head, body] = raw.split('\r\n\r\n');

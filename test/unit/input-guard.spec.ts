@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { validateSync } from 'class-validator';
-import { overflowingField } from '../../src/common/http/raw-request';
+import { bodyParserError, overflowingField } from '../../src/common/http/raw-request';
 import { findInputProblems, MAX_JSON_DEPTH, unstorableText } from '../../src/common/validation/input-guard';
 import { IsFixedPoint, isCalendarDate } from '../../src/common/validation/validators';
 
@@ -56,5 +56,18 @@ describe('input guard (unit)', () => {
     expect(overflowingField(b(`GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(1000)}`))).toBe('x-big');
     expect(overflowingField(b('a'.repeat(1000)))).toBe('headers');
     expect(overflowingField(undefined)).toBe('headers');
+  });
+
+  it('shapes body-parser errors naming body (413 and 415 keep their status; server-side ones are left alone)', () => {
+    const shaped = (e: object) => {
+      const d = bodyParserError(e);
+      return d && { status: d.status, code: d.code, details: d.details };
+    };
+    expect(shaped({ type: 'entity.too.large', status: 413 })).toEqual({ status: 413, code: 'PAYLOAD_TOO_LARGE', details: [{ field: 'body', message: 'is too large' }] });
+    expect(shaped({ type: 'charset.unsupported', status: 415 })).toMatchObject({ status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' });
+    expect(shaped({ type: 'entity.parse.failed', status: 400 })).toMatchObject({ status: 400, code: 'VALIDATION_FAILED', details: [{ field: 'body' }] });
+    expect(shaped({ type: 'request.aborted', status: 400 })).toMatchObject({ status: 400, details: [{ field: 'body' }] });
+    expect(shaped({ type: 'stream.not.readable', status: 500 })).toBeUndefined();
+    expect(shaped(new Error('x'))).toBeUndefined();
   });
 });
