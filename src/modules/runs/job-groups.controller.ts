@@ -10,7 +10,7 @@ import { JobView } from '../jobs/dto/job-spec';
 import { AddJobsDto } from './dto/job-group-requests.dto';
 import { JobGroupWithCost, RunJobGroupsService } from './run-job-groups.service';
 
-const group = new IntParamPipe('job group id');
+const group = new IntParamPipe('g', 'job group id');
 
 @ApiTags('job groups')
 @ApiBearerAuth()

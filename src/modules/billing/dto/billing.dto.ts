@@ -1,5 +1,6 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { IsNumber, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+import { IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+import { IsCalendarDate, IsFixedPoint } from '../../../common/validation/validators';
 
 export const REPORT_DIMENSIONS = ['user', 'day', 'resource'] as const;
 export type ReportDimension = (typeof REPORT_DIMENSIONS)[number];
@@ -9,7 +10,7 @@ export class NewRateDto {
   @Matches(/^[a-z][a-z0-9_-]{0,31}$/, { message: 'name must be 1-32 lowercase letters, digits, _ or -, starting with a letter' })
   name!: string;
 
-  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 10 })
+  @IsFixedPoint(10) // numeric(20, 10)
   @Min(0)
   @Max(1e9)
   rate_usd_per_unit_hour!: number;
@@ -45,13 +46,11 @@ export interface CostReport {
   breakdown: CostBreakdownItem[];
 }
 
-const DATE = /^\d{4}-\d{2}-\d{2}$/;
-
 export class BillingReportQueryDto {
-  @Matches(DATE, { message: 'must be a date YYYY-MM-DD' })
+  @IsCalendarDate()
   from!: string;
 
-  @Matches(DATE, { message: 'must be a date YYYY-MM-DD' })
+  @IsCalendarDate()
   to!: string;
 
   @ApiPropertyOptional({ description: 'Comma list of user, day, resource (default day). A report answers at most 100,000 rows; a bigger one is a 400 naming `to`.' })

@@ -5,7 +5,6 @@ import {
   IsArray,
   IsBoolean,
   IsInt,
-  IsNumber,
   IsObject,
   IsOptional,
   IsString,
@@ -16,7 +15,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import type { RawJson } from '../../../common/json/raw-json';
-import { IsEnvMap } from '../../../common/validation/validators';
+import { IsEnvMap, IsFixedPoint } from '../../../common/validation/validators';
 
 // The vocabulary lives in one place (the lifecycle's); re-exported here for the job views that use it.
 import type { SubmissionStatus } from '../../lifecycle/vocabulary';
@@ -25,7 +24,7 @@ export { FINISHED_STATUSES, isFinished, SUBMISSION_STATUSES, type SubmissionStat
 export const MAX_RUN_VIEW_SUBMISSIONS = 1000;
 
 export class ResourcesDto {
-  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 3 })
+  @IsFixedPoint(3) // numeric(10, 3)
   @Min(0.001)
   @Max(1024)
   cpu!: number;

@@ -1,7 +1,8 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { Transform, Type } from 'class-transformer';
+import { Transform } from 'class-transformer';
 import { IsBoolean, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
 import { PageQueryDto } from '../../../common/pagination/cursor';
+import { ToStrictInt } from '../../../common/validation/validators';
 import { MAX_RUN_VIEW_SUBMISSIONS, type JobView, type SubmissionStatus } from '../../jobs/dto/job-spec';
 import type { RunStatus } from './run-status';
 
@@ -48,7 +49,7 @@ export class RunListQueryDto extends PageQueryDto {
     default: DEFAULT_LIST_JOBS_LIMIT,
   })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(MAX_JOBS_LIMIT)
@@ -56,7 +57,7 @@ export class RunListQueryDto extends PageQueryDto {
 
   @ApiPropertyOptional({ description: 'Newest submissions shown per job. Default 10, at most 100.', minimum: 0, maximum: 100, default: 10 })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(100)
@@ -71,7 +72,7 @@ export class RunGetQueryDto {
     default: DEFAULT_RUN_JOBS_LIMIT,
   })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(MAX_JOBS_LIMIT)
@@ -83,7 +84,7 @@ export class RunGetQueryDto {
     maximum: MAX_RUN_VIEW_SUBMISSIONS,
   })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(MAX_RUN_VIEW_SUBMISSIONS)
