@@ -5,6 +5,8 @@ import { SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { buildOpenApiDocument } from './common/openapi/document';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
+import { BodylessRoutesInterceptor } from './common/http/bodyless-routes.interceptor';
+import { answerClientErrors, bodyParserErrors, pathTextGuard } from './common/http/raw-request';
 import { apiValidationPipe } from './common/validation/validation.pipe';
 import { httpMetricsMiddleware } from './infra/metrics/http-metrics.middleware';
 import { MetricsService } from './infra/metrics/metrics.service';
@@ -13,8 +15,13 @@ import { MetricsService } from './infra/metrics/metrics.service';
 export function configureApp(app: NestExpressApplication): INestApplication {
   app.useLogger(app.get(Logger));
   app.use(httpMetricsMiddleware(app.get(MetricsService)));
+  app.use(pathTextGuard());
   app.useBodyParser('json', { limit: '32mb' });
+  // Registered here (Nest would add the same parser at init, after this) so its errors are shaped below too.
+  app.useBodyParser('urlencoded', { extended: true });
+  app.use(bodyParserErrors());
   app.useGlobalPipes(apiValidationPipe());
+  app.useGlobalInterceptors(new BodylessRoutesInterceptor());
   app.useGlobalFilters(new ApiExceptionFilter());
   app.set('etag', false);
   app.set('x-powered-by', false);
@@ -22,6 +29,7 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   // front (load balancers, 60 s), so the server never closes a connection just as a client reuses it (a reset: the
   // runs-list bench met one between two requests 5 s apart).
   const server = app.getHttpServer() as Server;
+  answerClientErrors(server);
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
   SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app));

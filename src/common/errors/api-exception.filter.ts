@@ -3,6 +3,7 @@ import type { Request, Response } from 'express';
 import { QueryFailedError } from 'typeorm';
 import { DomainError, ErrorCode } from './domain-error';
 import { fromPostgresError } from './postgres-errors';
+import { bodyParserError } from '../http/raw-request';
 
 export interface ErrorBody {
   status_code: number;
@@ -17,10 +18,13 @@ const HTTP_CODES: Record<number, ErrorCode> = {
   402: 'BILLING_LIMIT_EXCEEDED',
   403: 'FORBIDDEN',
   404: 'NOT_FOUND',
+  408: 'REQUEST_TIMEOUT',
   409: 'CONFLICT',
   413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
   422: 'UNPROCESSABLE',
   429: 'TOO_MANY_REQUESTS',
+  431: 'REQUEST_HEADERS_TOO_LARGE',
 };
 
 /** The one place errors become the API's error JSON: domain errors, HTTP errors, Postgres errors, and the rest. */
@@ -40,8 +44,9 @@ export class ApiExceptionFilter implements ExceptionFilter {
   private toBody(exception: unknown, req: Request): ErrorBody {
     if (exception instanceof DomainError) return shape(exception.status, exception.code, exception.message, exception.details);
     if (exception instanceof HttpException) return fromHttpException(exception);
-    const bodyParserError = fromBodyParserError(exception);
-    if (bodyParserError) return bodyParserError;
+    // Body parsers Nest registers after configureApp's error middleware (see raw-request.ts) land here.
+    const parserError = bodyParserError(exception);
+    if (parserError) return shape(parserError.status, parserError.code, parserError.message, parserError.details);
     const pgError = exception instanceof QueryFailedError ? (exception.driverError as { code?: string; constraint?: string }) : undefined;
     const mapped = pgError ? fromPostgresError(pgError) : fromPostgresError(exception as { code?: string });
     if (mapped) {
@@ -69,13 +74,4 @@ function fromHttpException(exception: HttpException): ErrorBody {
   }
   if (status === HttpStatus.NOT_FOUND) return shape(status, code, 'route not found', []);
   return shape(status, code, exception.message, []);
-}
-
-/** Errors raised by the JSON body parser before any handler runs (malformed JSON, body too large). */
-function fromBodyParserError(exception: unknown): ErrorBody | undefined {
-  const e = exception as { status?: unknown; type?: unknown };
-  if (typeof e?.type !== 'string' || !e.type.startsWith('entity.') || typeof e.status !== 'number') return undefined;
-  if (e.status === 413) return shape(413, 'PAYLOAD_TOO_LARGE', 'request body too large', []);
-  if (e.type === 'entity.parse.failed') return shape(400, 'VALIDATION_FAILED', 'request body is not valid JSON', []);
-  return shape(e.status >= 400 && e.status < 500 ? e.status : 400, 'VALIDATION_FAILED', 'request body could not be read', []);
 }

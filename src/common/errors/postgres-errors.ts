@@ -18,6 +18,9 @@ export function fromPostgresError(err: { code?: string; constraint?: string }): 
     case '2201X':
     case '2201W':
       return new DomainError('VALIDATION_FAILED', 'a value is malformed or out of range');
+    case '22021': // character_not_in_repertoire: NUL in text (the input guard refuses it first, naming the field)
+    case '22P05': // untranslatable_character: \u0000 in jsonb
+      return new DomainError('VALIDATION_FAILED', 'a text value holds characters the database cannot store');
     case '54000':
     case '54001':
       return new DomainError('PAYLOAD_TOO_LARGE', 'the request is too large');

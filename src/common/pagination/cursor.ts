@@ -1,13 +1,17 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import { DomainError } from '../errors/domain-error';
+import { unstorableText } from '../validation/input-guard';
+import { ToStrictInt } from '../validation/validators';
+
+/** Longer than any cursor this API hands out; a longer one is refused (400 naming `cursor`) before it is decoded. */
+export const MAX_CURSOR_LENGTH = 1024;
 
 /** `limit` and `cursor` of every list route. */
 export class PageQueryDto {
   @ApiPropertyOptional({ type: 'integer', description: 'Items per page: default 20, at most 100.', minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(1)
   @Max(100)
@@ -16,7 +20,7 @@ export class PageQueryDto {
   @ApiPropertyOptional({ description: "The previous page's next_cursor (opaque; at most 1,024 characters).", maxLength: 1024 })
   @IsOptional()
   @IsString()
-  @MaxLength(1024)
+  @MaxLength(MAX_CURSOR_LENGTH)
   cursor?: string;
 }
 
@@ -37,9 +41,13 @@ export function decodeCursor(cursor: string, shape: ('string' | 'number')[]): (s
   } catch {
     throw invalid();
   }
-  if (!Array.isArray(keys) || keys.length !== shape.length || keys.some((k, i) => typeof k !== shape[i])) throw invalid();
+  if (!Array.isArray(keys) || keys.length !== shape.length || keys.some((k, i) => typeof k !== shape[i] || !storableKey(k))) throw invalid();
   return keys as (string | number)[];
 }
+
+/** Keys go to SQL as parameters: numeric keys are int4 columns, string keys text that PostgreSQL can hold. */
+const storableKey = (k: unknown) =>
+  typeof k === 'number' ? Number.isInteger(k) && Math.abs(k) <= 2_147_483_647 : typeof k === 'string' && k.length <= 256 && unstorableText(k) === undefined;
 
 const invalid = () => new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [{ field: 'cursor', message: 'is invalid' }]);
 

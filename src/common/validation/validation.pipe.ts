@@ -1,5 +1,6 @@
-import { ValidationError, ValidationPipe } from '@nestjs/common';
+import { ArgumentMetadata, ValidationError, ValidationPipe } from '@nestjs/common';
 import { DomainError } from '../errors/domain-error';
+import { assertStorableInput } from './input-guard';
 
 interface FieldProblem {
   field: string;
@@ -22,9 +23,31 @@ function flatten(errors: ValidationError[], prefix = ''): FieldProblem[] {
   });
 }
 
-/** Whitelisting, unknown fields rejected, types transformed; failures become VALIDATION_FAILED naming each field. */
+/**
+ * The global pipe: whitelisting, unknown fields rejected, DTOs built and validated. Before any of that, bodies and
+ * queries are walked once for what no validator should meet (see input-guard): depth, NUL, lone surrogates,
+ * prototype-named keys. Route parameters are left as strings for their own pipes (IntParamPipe): Nest's implicit
+ * `Number(...)` would take `0x1`, ` 1` and `1e3` for numbers.
+ */
+export class ApiValidationPipe extends ValidationPipe {
+  override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    if (metadata.type === 'body' || metadata.type === 'query') {
+      assertStorableInput(value, metadata.data ?? '');
+      const isDto = typeof metadata.metatype === 'function' && ![Object, Array, String, Number, Boolean].includes(metadata.metatype as never);
+      if (metadata.type === 'body' && isDto && value !== undefined && (value === null || typeof value !== 'object' || Array.isArray(value))) {
+        throw new DomainError('VALIDATION_FAILED', 'body must be a JSON object', [{ field: 'body', message: 'must be a JSON object' }]);
+      }
+    }
+    return super.transform(value, metadata);
+  }
+
+  protected override transformPrimitive(value: unknown): unknown {
+    return value;
+  }
+}
+
 export function apiValidationPipe(): ValidationPipe {
-  return new ValidationPipe({
+  return new ApiValidationPipe({
     whitelist: true,
     forbidNonWhitelisted: true,
     forbidUnknownValues: true,

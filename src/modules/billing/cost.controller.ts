@@ -10,7 +10,7 @@ import { RunsService } from '../runs/runs.service';
 import { BillingReport, BillingReportQueryDto, CostReport, ReportDimension } from './dto/billing.dto';
 import { BillingService } from './billing.service';
 
-const group = new IntParamPipe('job group id');
+const group = new IntParamPipe('g', 'job group id');
 
 /** Cost of a run or of a group's whole subtree, exact at the time of the request (running submissions included). */
 @ApiTags('billing')

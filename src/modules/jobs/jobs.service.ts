@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
+import { UUID_PATTERN } from '../../common/validation/params';
 import { Cancellation, cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
 import { JobRequestDto, JobView, MAX_RUN_VIEW_SUBMISSIONS, NewJob, SUBMISSION_STATUSES, SubmissionStatus, SubmissionView } from './dto/job-spec';
 import { Job } from './entities/job.entity';
@@ -124,7 +125,8 @@ export class JobsService {
   }
 
   async history(runId: string, jobId: string, limit: number, cursor?: string): Promise<Page<SubmissionView>> {
-    if (!(await this.jobs.findJob(runId, jobId))) throw notFound(`job ${jobId}`);
+    // A malformed id names no job (and must not reach the uuid cast, a 400 without a field).
+    if (!UUID_PATTERN.test(jobId) || !(await this.jobs.findJob(runId, jobId))) throw notFound(`job ${jobId}`);
     const before = cursor ? (decodeCursor(cursor, ['number'])[0] as number) : undefined;
     const rows = await this.jobs.history(jobId, before, limit + 1);
     return toPage(rows, limit, (s) => [s.submissionNum], toSubmissionView);

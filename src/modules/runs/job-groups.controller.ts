@@ -12,7 +12,7 @@ import { AddJobsDto } from './dto/job-group-requests.dto';
 import { JobGroupWithCost } from './dto/job-group-with-cost.dto';
 import { RunJobGroupsService } from './run-job-groups.service';
 
-const group = new IntParamPipe('job group id');
+const group = new IntParamPipe('g', 'job group id');
 
 @ApiTags('job groups')
 @ApiAuthenticated()

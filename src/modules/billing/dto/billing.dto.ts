@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsNumber, IsOptional, IsString, Matches, Max, Min } from 'class-validator';
-import { Optional } from '../../../common/validation/validators';
+import { IsOptional, IsString, Matches, Max, Min } from 'class-validator';
+import { IsCalendarDate, IsFixedPoint, Optional } from '../../../common/validation/validators';
 
 export const REPORT_DIMENSIONS = ['user', 'day', 'resource'] as const;
 export type ReportDimension = (typeof REPORT_DIMENSIONS)[number];
@@ -12,7 +12,7 @@ export class NewRateDto {
   name!: string;
 
   @ApiProperty({ minimum: 0, maximum: 1e9, description: 'USD per unit-hour, at most 10 decimals.' })
-  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 10 })
+  @IsFixedPoint(10) // numeric(20, 10)
   @Min(0)
   @Max(1e9)
   rate_usd_per_unit_hour!: number;
@@ -82,11 +82,11 @@ const GROUP_BY = /^(user|day|resource)(,(user|day|resource))*$/;
 
 export class BillingReportQueryDto {
   @ApiProperty({ pattern: DATE.source, description: 'First UTC day, YYYY-MM-DD (inclusive).' })
-  @Matches(DATE, { message: 'must be a date YYYY-MM-DD' })
+  @IsCalendarDate()
   from!: string;
 
   @ApiProperty({ pattern: DATE.source, description: 'Last UTC day, YYYY-MM-DD (inclusive); not before `from`.' })
-  @Matches(DATE, { message: 'must be a date YYYY-MM-DD' })
+  @IsCalendarDate()
   to!: string;
 
   @ApiPropertyOptional({ pattern: GROUP_BY.source, default: 'day', description: 'Comma list of `user`, `day`, `resource`. A report answers at most 100,000 rows; a bigger one is a 400 naming `to`.' })

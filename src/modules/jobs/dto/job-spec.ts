@@ -6,7 +6,6 @@ import {
   IsArray,
   IsBoolean,
   IsInt,
-  IsNumber,
   IsObject,
   IsString,
   Matches,
@@ -16,7 +15,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import type { RawJson } from '../../../common/json/raw-json';
-import { IsEnvMap, Optional } from '../../../common/validation/validators';
+import { IsEnvMap, IsFixedPoint, Optional } from '../../../common/validation/validators';
 
 // The vocabulary lives in one place (the lifecycle's); re-exported here for the job views that use it.
 import { SUBMISSION_STATUSES, type SubmissionStatus } from '../../lifecycle/vocabulary';
@@ -26,7 +25,7 @@ export const MAX_RUN_VIEW_SUBMISSIONS = 1000;
 
 export class ResourcesDto {
   @ApiProperty({ minimum: 0.001, maximum: 1024, description: 'CPUs, at most 3 decimals.' })
-  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 3 })
+  @IsFixedPoint(3) // numeric(10, 3)
   @Min(0.001)
   @Max(1024)
   cpu!: number;

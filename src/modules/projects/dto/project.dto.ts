@@ -1,6 +1,7 @@
 import { Type } from 'class-transformer';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, IsArray, IsIn, IsNumber, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, IsArray, IsIn, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import { IsFixedPoint } from '../../../common/validation/validators';
 import { NAME_PATTERN, NAME_RULE } from '../../users/dto/user.dto';
 import { PROJECT_ROLES, type ProjectRole } from '../entities/project-member.entity';
 
@@ -12,18 +13,18 @@ export class CreateProjectDto {
 
   @ApiPropertyOptional({ type: Number, minimum: 0, maximum: 1e12, nullable: true, description: 'USD, at most 6 decimals; null or absent: no limit.' })
   @IsOptional()
-  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 6 })
+  @IsFixedPoint(6) // numeric(18, 6)
   @Min(0)
-  @Max(1e12)
+  @Max(999_999_999_999)
   billing_limit_usd?: number | null;
 }
 
 export class UpdateProjectDto {
   @ApiPropertyOptional({ type: Number, minimum: 0, maximum: 1e12, nullable: true, description: 'USD, at most 6 decimals; null removes the limit.' })
   @IsOptional()
-  @IsNumber({ allowNaN: false, allowInfinity: false, maxDecimalPlaces: 6 })
+  @IsFixedPoint(6) // numeric(18, 6)
   @Min(0)
-  @Max(1e12)
+  @Max(999_999_999_999)
   billing_limit_usd?: number | null;
 }
 

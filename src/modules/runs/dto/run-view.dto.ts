@@ -1,7 +1,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Transform, Type } from 'class-transformer';
+import { Transform } from 'class-transformer';
 import { IsBoolean, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
 import { PageQueryDto } from '../../../common/pagination/cursor';
+import { ToStrictInt } from '../../../common/validation/validators';
 import { CostBreakdownItem } from '../../billing/dto/billing.dto';
 import { JobView, MAX_RUN_VIEW_SUBMISSIONS, SUBMISSION_STATUSES, type SubmissionStatus } from '../../jobs/dto/job-spec';
 import { RUN_STATUSES, type RunStatus } from './run-status';
@@ -55,7 +56,7 @@ export class RunListQueryDto extends PageQueryDto {
     default: DEFAULT_LIST_JOBS_LIMIT,
   })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(MAX_JOBS_LIMIT)
@@ -63,7 +64,7 @@ export class RunListQueryDto extends PageQueryDto {
 
   @ApiPropertyOptional({ type: 'integer', description: 'Newest submissions shown per job. Default 10, at most 100.', minimum: 0, maximum: 100, default: 10 })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(100)
@@ -79,7 +80,7 @@ export class RunGetQueryDto {
     default: DEFAULT_RUN_JOBS_LIMIT,
   })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(MAX_JOBS_LIMIT)
@@ -91,7 +92,7 @@ export class RunGetQueryDto {
     maximum: MAX_RUN_VIEW_SUBMISSIONS,
   })
   @IsOptional()
-  @Type(() => Number)
+  @ToStrictInt()
   @IsInt()
   @Min(0)
   @Max(MAX_RUN_VIEW_SUBMISSIONS)
