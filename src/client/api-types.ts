@@ -679,6 +679,15 @@ export interface components {
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
         };
+        Error408: {
+            /** @enum {integer} */
+            status_code: 408;
+            /** @enum {string} */
+            code: "REQUEST_TIMEOUT";
+            message: string;
+            /** @description Usually `{field, message}` per problem. */
+            details: unknown[];
+        };
         Error409: {
             /** @enum {integer} */
             status_code: 409;
@@ -697,6 +706,15 @@ export interface components {
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
         };
+        Error415: {
+            /** @enum {integer} */
+            status_code: 415;
+            /** @enum {string} */
+            code: "UNSUPPORTED_MEDIA_TYPE";
+            message: string;
+            /** @description Usually `{field, message}` per problem. */
+            details: unknown[];
+        };
         Error422: {
             /** @enum {integer} */
             status_code: 422;
@@ -711,6 +729,15 @@ export interface components {
             status_code: 429;
             /** @enum {string} */
             code: "TOO_MANY_REQUESTS" | "RATE_LIMITED";
+            message: string;
+            /** @description Usually `{field, message}` per problem. */
+            details: unknown[];
+        };
+        Error431: {
+            /** @enum {integer} */
+            status_code: 431;
+            /** @enum {string} */
+            code: "REQUEST_HEADERS_TOO_LARGE";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -1130,6 +1157,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error400"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -1137,6 +1173,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
         };
@@ -1207,6 +1252,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error400"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -1214,6 +1268,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The Health Check is not successful */
@@ -1325,6 +1388,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -1343,6 +1415,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -1350,6 +1431,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -1407,6 +1497,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -1423,6 +1522,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -1485,6 +1593,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -1501,6 +1618,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -1558,6 +1684,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -1583,6 +1718,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -1651,6 +1795,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -1667,6 +1820,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -1730,6 +1892,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -1746,6 +1917,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -1810,6 +1990,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -1828,6 +2017,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -1835,6 +2033,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -1904,6 +2111,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -1920,6 +2136,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -1993,6 +2218,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -2002,6 +2236,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -2009,6 +2252,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2082,6 +2334,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -2091,6 +2352,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -2098,6 +2368,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2174,6 +2453,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -2190,6 +2478,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2278,6 +2575,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -2294,6 +2600,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2379,6 +2694,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -2397,6 +2721,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -2404,6 +2737,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2480,6 +2822,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -2496,6 +2847,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2566,6 +2926,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -2591,6 +2960,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2666,6 +3044,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -2675,6 +3062,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -2682,6 +3078,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2761,6 +3166,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -2777,6 +3191,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2864,6 +3287,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -2882,6 +3314,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -2889,6 +3330,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -2971,6 +3421,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -2987,6 +3446,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3076,6 +3544,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -3094,6 +3571,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -3101,6 +3587,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3174,6 +3669,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -3190,6 +3694,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3269,6 +3782,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -3285,6 +3807,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3362,6 +3893,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -3371,6 +3911,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -3378,6 +3927,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3435,6 +3993,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -3451,6 +4018,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3512,6 +4088,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -3530,6 +4115,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -3537,6 +4131,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3598,6 +4201,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -3607,6 +4219,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -3614,6 +4235,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3687,6 +4317,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -3705,6 +4344,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -3712,6 +4360,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3785,6 +4442,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -3803,6 +4469,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -3810,6 +4485,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3883,6 +4567,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
             409: {
                 headers: {
@@ -3901,6 +4594,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error413"];
                 };
             };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
             429: {
                 headers: {
@@ -3908,6 +4610,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -3984,6 +4695,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -4000,6 +4720,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -4071,6 +4800,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -4087,6 +4825,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -4160,6 +4907,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error404"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -4176,6 +4932,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -4233,6 +4998,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -4249,6 +5023,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
@@ -4306,6 +5089,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
             413: {
                 headers: {
@@ -4322,6 +5114,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
                 };
             };
             /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
