@@ -33,7 +33,7 @@ describe('input guard (unit)', () => {
 
   it("refuses keys named like Object.prototype's members, which class-transformer drops before the whitelist sees them", () => {
     const value = JSON.parse('{"toString":1,"spec":{"hasOwnProperty":"x","valueOf":[]},"ok":{"toStrung":1}}');
-    expect(findInputProblems(value).map((p) => p.field)).toEqual(['toString', 'spec.hasOwnProperty', 'spec.valueOf']);
+    expect(findInputProblems(value).map((p) => p.field).sort()).toEqual(['spec.hasOwnProperty', 'spec.valueOf', 'toString']);
   });
 
   it('judges numbers by value against a column scale', () => {
