@@ -5,6 +5,7 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { apiValidationPipe } from './common/validation/validation.pipe';
+import { ReadRetryInterceptor } from './infra/database/read-retry';
 import { httpMetricsMiddleware } from './infra/metrics/http-metrics.middleware';
 import { MetricsService } from './infra/metrics/metrics.service';
 
@@ -15,6 +16,7 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   app.useBodyParser('json', { limit: '32mb' });
   app.useGlobalPipes(apiValidationPipe());
   app.useGlobalFilters(new ApiExceptionFilter());
+  app.useGlobalInterceptors(new ReadRetryInterceptor());
   app.set('etag', false);
   app.set('x-powered-by', false);
   // Idle keep-alive connections stay open 65 s, not Node's 5 s: longer than the idle timeout of what usually sits in
