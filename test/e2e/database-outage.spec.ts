@@ -206,3 +206,45 @@ describeRealPostgres('pg_terminate_backend on the app connections (real PostgreS
     await servesNormally(t, a);
   }, 60_000);
 });
+
+describeRealPostgres('the background loops leader losing its connection (real PostgreSQL)', () => {
+  let t: TestApp;
+  let admin: Client;
+  const LEADER_LOCK_OBJID = 0x72706c70;
+  const leaderPid = async () =>
+    (
+      await admin.query<{ pid: number }>(
+        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+        [LEADER_LOCK_OBJID],
+      )
+    ).rows[0]?.pid;
+  const eventually = async <T>(probe: () => Promise<T | undefined>): Promise<T | undefined> => {
+    for (let i = 0; i < 60; i++) {
+      const got = await probe();
+      if (got !== undefined) return got;
+      await sleep(100);
+    }
+    return undefined;
+  };
+  beforeAll(async () => {
+    t = await createTestApp({ RUNPLANE_BACKGROUND_LOOPS: 'true' }, { ownDatabase: 'outage' });
+    admin = new Client({ connectionString: await workerDatabaseUrl('outage'), application_name: 'runplane-test-admin' });
+    await admin.connect();
+  });
+  afterAll(async () => {
+    await admin.end();
+    await t.close();
+  });
+
+  it('takes the leader lock again on a new session when the session holding it is terminated', async () => {
+    const first = await eventually(leaderPid);
+    expect(first).toBeDefined();
+    await admin.query('SELECT pg_terminate_backend($1, 5000)', [first]);
+    const second = await eventually(async () => {
+      const pid = await leaderPid();
+      return pid !== undefined && pid !== first ? pid : undefined;
+    });
+    expect(second).toBeDefined();
+  });
+});
