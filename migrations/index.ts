@@ -5,6 +5,8 @@ import { CreateBillingTables1764892800000 } from './1764892800000-CreateBillingT
 import { AddCancelledToJobGroupCounters1764979200000 } from './1764979200000-AddCancelledToJobGroupCounters';
 import { MoveRunActiveCountsToRootCounters1765065600000 } from './1765065600000-MoveRunActiveCountsToRootCounters';
 import { StoreSubmissionDataAsJson1765152000000 } from './1765152000000-StoreSubmissionDataAsJson';
+import { StoreIdempotencyResourceReferences1765497600000 } from './1765497600000-StoreIdempotencyResourceReferences';
+import { AddUnfinishedRunsIndex1765497600001 } from './1765497600001-AddUnfinishedRunsIndex';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -15,4 +17,6 @@ export const MIGRATIONS = [
   AddCancelledToJobGroupCounters1764979200000,
   MoveRunActiveCountsToRootCounters1765065600000,
   StoreSubmissionDataAsJson1765152000000,
+  StoreIdempotencyResourceReferences1765497600000,
+  AddUnfinishedRunsIndex1765497600001,
 ];

@@ -72,6 +72,40 @@ export class Env {
   @Transform(toBool)
   @IsBoolean({ message: 'must be true or false' })
   RUNPLANE_BACKGROUND_LOOPS: boolean = true;
+
+  /** Requests per principal per window, counted in memory per instance (several instances multiply it). */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer number of seconds' })
+  @Min(1)
+  @Max(3600)
+  RUNPLANE_RATE_LIMIT_WINDOW_SECONDS: number = 60;
+
+  /** Per window, for user and admin tokens; 0 = no limit. */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer' })
+  @Min(0)
+  @Max(1_000_000_000)
+  RUNPLANE_RATE_LIMIT_USER_REQUESTS: number = 30_000;
+
+  /** Per window, for service (worker) tokens, which legitimately send thousands a second; 0 = no limit. */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer' })
+  @Min(0)
+  @Max(1_000_000_000)
+  RUNPLANE_RATE_LIMIT_SERVICE_REQUESTS: number = 600_000;
+
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer' })
+  @Min(1)
+  @Max(100_000)
+  RUNPLANE_MAX_TOKENS_PER_USER: number = 100;
+
+  /** Unfinished jobs a project may hold; 0 = no limit. */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer' })
+  @Min(0)
+  @Max(1_000_000_000)
+  RUNPLANE_MAX_QUEUED_JOBS_PER_PROJECT: number = 0;
 }
 
 export class ConfigError extends Error {}
@@ -91,7 +125,7 @@ export function parseEnv(raw: NodeJS.ProcessEnv): Env {
   const errors = validateSync(env, { forbidUnknownValues: false });
   if (errors.length > 0) {
     const e = errors[0];
-    const shown = e.property.includes('TOKEN') || e.property === 'DATABASE_URL' ? '(hidden)' : JSON.stringify(e.value);
+    const shown = e.property.endsWith('_TOKEN') || e.property === 'DATABASE_URL' ? '(hidden)' : JSON.stringify(e.value);
     // A type error says more than a range error about the same value.
     const constraints = e.constraints ?? {};
     const key = ['isInt', 'isBoolean', 'isIn', 'matches', 'isString'].find((k) => k in constraints) ?? Object.keys(constraints)[0];

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { returning } from '../../infra/database/returning';
-import { IdempotencyKeyRecord } from './idempotency-key.entity';
+import { IdempotencyKeyRecord, ResourceKind } from './idempotency-key.entity';
 
 @Injectable()
 export class IdempotencyRepository {
@@ -25,8 +25,8 @@ export class IdempotencyRepository {
     return m.getRepository(IdempotencyKeyRecord).findOneByOrFail({ userId, key });
   }
 
-  async storeResponse(m: EntityManager, userId: string, key: string, status: number, body: unknown): Promise<void> {
-    await m.getRepository(IdempotencyKeyRecord).update({ userId, key }, { responseStatus: status, responseBody: body as object });
+  async storeReference(m: EntityManager, userId: string, key: string, status: number, kind: ResourceKind, id: string): Promise<void> {
+    await m.getRepository(IdempotencyKeyRecord).update({ userId, key }, { responseStatus: status, resourceKind: kind, resourceId: id });
   }
 
   async purgeOlderThan(seconds: number, limit: number): Promise<number> {

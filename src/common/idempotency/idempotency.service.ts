@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { DomainError } from '../errors/domain-error';
+import { ResourceKind } from './idempotency-key.entity';
 import { IdempotencyRepository } from './idempotency.repository';
 
 export interface IdempotentRequest {
@@ -10,6 +11,16 @@ export interface IdempotentRequest {
   /** The route the key was used on; a key reused on another route is a different request. */
   scope: string;
   request: unknown;
+  /** What the request creates. */
+  kind: ResourceKind;
+}
+
+/** How to create the object, which id to remember for it, and how to read it again for a repeat. */
+export interface IdempotentWork<T> {
+  create(): Promise<T>;
+  idOf(created: T): string;
+  /** The object as it is now (a repeat answers with the current state of the same object, as Stripe does). */
+  replay(id: string): Promise<T>;
 }
 
 /** Stable JSON: object keys sorted, so the same body always hashes the same. */
@@ -24,8 +35,9 @@ function canonical(value: unknown): string {
 
 /**
  * Exactly-once creating POSTs. Runs inside the caller's transaction: the key row is inserted first (a concurrent
- * request with the same key waits on it), the work runs, and its response is stored in the same commit.
- * Same key + same body → the stored response; same key + another body → 409 IDEMPOTENCY_KEY_REUSED.
+ * request with the same key waits on it), the work runs, and a reference to what it created is stored in the same
+ * commit. Same key + same body → 201 with the current view of the same object; same key + another body → 409
+ * IDEMPOTENCY_KEY_REUSED.
  */
 @Injectable()
 export class IdempotencyService {
@@ -36,18 +48,18 @@ export class IdempotencyService {
     return this.keys.purgeOlderThan(seconds, limit);
   }
 
-  async once<T>(m: EntityManager, req: IdempotentRequest, work: () => Promise<T>): Promise<T> {
-    if (!req.key) return work();
+  async once<T>(m: EntityManager, req: IdempotentRequest, work: IdempotentWork<T>): Promise<T> {
+    if (!req.key) return work.create();
     const hash = createHash('sha256').update(`${req.scope}\n${canonical(req.request)}`).digest('hex');
     if (!(await this.keys.claim(m, req.userId, req.key, req.scope, hash))) {
       const existing = await this.keys.find(m, req.userId, req.key);
-      if (existing.requestHash !== hash) {
+      if (existing.requestHash !== hash || existing.resourceKind !== req.kind || existing.resourceId === null) {
         throw new DomainError('IDEMPOTENCY_KEY_REUSED', 'Idempotency-Key was already used with a different request');
       }
-      return existing.responseBody as T;
+      return work.replay(existing.resourceId);
     }
-    const response = await work();
-    await this.keys.storeResponse(m, req.userId, req.key, 201, response);
-    return response;
+    const created = await work.create();
+    await this.keys.storeReference(m, req.userId, req.key, 201, req.kind, work.idOf(created));
+    return created;
   }
 }

@@ -269,6 +269,16 @@ export class JobGroupsRepository {
   }
 
   /** Root counters, with the runs' active counts, of several runs at once (invariants check). */
+  /** Jobs of these runs not finished yet (from their roots' counters). */
+  async unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
+    if (runIds.length === 0) return 0;
+    const [row]: { n: string }[] = await m.query(
+      `SELECT coalesce(sum(n_jobs - n_completed), 0) AS n FROM job_group_counters WHERE run_id = ANY($1::uuid[]) AND job_group_id = 0`,
+      [runIds],
+    );
+    return Number(row.n);
+  }
+
   async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
     if (runIds.length === 0) return new Map();
     const rows: (Counts & ActiveCounts & { runId: string })[] = await this.dataSource.query(

@@ -292,6 +292,10 @@ export class JobGroupsService {
     return out;
   }
 
+  unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
+    return this.groups.unfinishedJobs(m, runIds);
+  }
+
   async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
     return this.groups.rootCounts(runIds);
   }

@@ -95,11 +95,11 @@ export class JobsRepository {
   }
 
   /** Jobs of a run numbered from `fromJobNum` on (the ones a request just added). */
-  jobsFrom(m: EntityManager, runId: string, fromJobNum: number): Promise<Job[]> {
+  jobsBetween(m: EntityManager, runId: string, fromJobNum: number, toJobNum: number): Promise<Job[]> {
     return m
       .getRepository(Job)
       .createQueryBuilder('j')
-      .where('j.run_id = :runId AND j.job_num >= :fromJobNum', { runId, fromJobNum })
+      .where('j.run_id = :runId AND j.job_num >= :fromJobNum AND j.job_num < :toJobNum', { runId, fromJobNum, toJobNum })
       .orderBy('j.job_num')
       .addOrderBy('j.replica_num')
       .getMany();

@@ -65,8 +65,9 @@ export class JobsService {
   }
 
   /** Views of the jobs just added from `fromJobNum` on, inside the adding transaction. */
-  async addedViews(m: EntityManager, runId: string, fromJobNum: number): Promise<JobView[]> {
-    const jobs = await this.jobs.jobsFrom(m, runId, fromJobNum);
+  /** Jobs with job_num in [fromJobNum, toJobNum): one batch added to a run. */
+  async addedViews(m: EntityManager, runId: string, fromJobNum: number, toJobNum: number): Promise<JobView[]> {
+    const jobs = await this.jobs.jobsBetween(m, runId, fromJobNum, toJobNum);
     const subs = await this.latest.latestPerJob(
       jobs.map((j) => j.id),
       1,

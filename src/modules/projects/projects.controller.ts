@@ -29,7 +29,7 @@ export class ProjectsController {
     return this.projects.get(p, project);
   }
 
-  /** Project admins change the billing limit (null removes it). */
+  /** Project admins change the billing limit: only fields present change; `null` removes the limit. */
   @Patch(':project')
   update(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Body() body: UpdateProjectDto): Promise<ProjectView> {
     return this.projects.update(p, project, body);

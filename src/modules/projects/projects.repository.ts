@@ -39,8 +39,8 @@ export class ProjectsRepository {
     return rows.map((r) => r.projectId);
   }
 
-  membersOf(projectIds: string[]): Promise<ProjectMember[]> {
-    return this.dataSource
+  membersOf(projectIds: string[], m: EntityManager = this.dataSource.manager): Promise<ProjectMember[]> {
+    return m
       .getRepository(ProjectMember)
       .createQueryBuilder('m')
       .where('m.project_id = ANY(:projectIds)', { projectIds })
@@ -65,8 +65,8 @@ export class ProjectsRepository {
     if (members.length > 0) await m.getRepository(ProjectMember).insert(members.map((x) => ({ projectId, ...x })));
   }
 
-  findByIds(ids: string[]): Promise<Project[]> {
-    return this.dataSource.getRepository(Project).createQueryBuilder('p').where('p.id = ANY(:ids)', { ids }).getMany();
+  findByIds(ids: string[], m: EntityManager = this.dataSource.manager): Promise<Project[]> {
+    return m.getRepository(Project).createQueryBuilder('p').where('p.id = ANY(:ids)', { ids }).getMany();
   }
 
   /** Projects with a billing limit, by id after `afterId` (budget enforcement walks them in bounded passes). */

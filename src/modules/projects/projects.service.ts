@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import { Principal } from '../../common/auth/principal';
 import { DomainError, forbidden, notFound } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
@@ -51,10 +51,18 @@ export class ProjectsService {
 
   async create(principal: Principal, body: CreateProjectDto, idempotencyKey?: string): Promise<ProjectView> {
     return this.dataSource.transaction(async (m) =>
-      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: 'POST /projects', request: body }, async () => {
-        const project = await this.projects.insertProject(m, body.name, body.billing_limit_usd ?? null, principal.userId);
-        await this.projects.replaceMembers(m, project.id, [{ userId: principal.userId, role: 'admin' }]);
-        return toView(project, [{ user: principal.name, role: 'admin' }]);
+      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: 'POST /projects', request: body, kind: 'project' }, {
+        create: async () => {
+          const project = await this.projects.insertProject(m, body.name, body.billing_limit_usd ?? null, principal.userId);
+          await this.projects.replaceMembers(m, project.id, [{ userId: principal.userId, role: 'admin' }]);
+          return toView(project, [{ user: principal.name, role: 'admin' }]);
+        },
+        idOf: (view) => view.id,
+        replay: async (id) => {
+          const [view] = await this.views(await this.projects.findByIds([id], m), m);
+          if (!view) throw notFound(`project ${id}`);
+          return view;
+        },
       }),
     );
   }
@@ -73,7 +81,11 @@ export class ProjectsService {
 
   async update(principal: Principal, name: string, body: UpdateProjectDto): Promise<ProjectView> {
     const access = await this.requireAccess(principal, name, 'admin');
-    await this.dataSource.transaction((m) => this.projects.updateBillingLimit(m, access.projectId, body.billing_limit_usd ?? null));
+    // Only fields present change: an omitted field stays as it is, an explicit null clears it.
+    if (body.billing_limit_usd !== undefined) {
+      const limit = body.billing_limit_usd;
+      await this.dataSource.transaction((m) => this.projects.updateBillingLimit(m, access.projectId, limit));
+    }
     return this.get(principal, name);
   }
 
@@ -97,10 +109,10 @@ export class ProjectsService {
     return this.get(principal, name);
   }
 
-  private async views(projects: Project[]): Promise<ProjectView[]> {
+  private async views(projects: Project[], m?: EntityManager): Promise<ProjectView[]> {
     if (projects.length === 0) return [];
-    const members = await this.projects.membersOf(projects.map((p) => p.id));
-    const names = await this.users.namesByIds(members.map((x) => x.userId));
+    const members = await this.projects.membersOf(projects.map((p) => p.id), m);
+    const names = await this.users.namesByIds(members.map((x) => x.userId), m);
     const byProject = new Map<string, ProjectMember[]>();
     for (const x of members) byProject.set(x.projectId, [...(byProject.get(x.projectId) ?? []), x]);
     return projects.map((p) =>

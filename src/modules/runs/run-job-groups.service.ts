@@ -32,9 +32,13 @@ export class RunJobGroupsService {
   async create(principal: Principal, project: string, runId: string, body: CreateJobGroupDto, key?: string): Promise<JobGroupView> {
     const { run } = await this.runs.requireRun(principal, project, runId);
     return this.tx.run((m) =>
-      this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups`, request: body }, async () => {
-        const id = await this.groups.createGroup(m, run.id, body.parent_id, body.attributes ?? {}, body.cancel_after_n_failures ?? null);
-        return this.groups.get(run.id, id, m);
+      this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups`, request: body, kind: 'job_group' }, {
+        create: async () => {
+          const id = await this.groups.createGroup(m, run.id, body.parent_id, body.attributes ?? {}, body.cancel_after_n_failures ?? null);
+          return this.groups.get(run.id, id, m);
+        },
+        idOf: (group) => String(group.job_group_id),
+        replay: (id) => this.groups.get(run.id, Number(id), m),
       }),
     );
   }
@@ -50,20 +54,27 @@ export class RunJobGroupsService {
     });
     const total = body.jobs.reduce((n, j) => n + (j.replicas ?? 1), 0);
     if (total > MAX_JOBS_PER_REQUEST) throw new DomainError('VALIDATION_FAILED', `jobs expand to ${total} jobs; at most ${MAX_JOBS_PER_REQUEST} per request`, [{ field: 'jobs', message: 'too many jobs' }]);
-    return this.tx.run((m) =>
-      this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups/${jobGroupId}/jobs`, request: body }, async () => {
-        const chain = await this.groups.lockForNewJobs(m, run.id, jobGroupId);
-        const first = await this.jobs.nextJobNum(m, run.id);
-        const newJobs = this.jobs.expand(
-          body.jobs.map((job) => ({ jobGroupId, job })),
-          first,
-        );
-        await this.jobs.insert(m, run.id, newJobs, run.priority);
-        await this.groups.addJobs(m, chain, newJobs.length);
-        await this.runs.refreshStatus(m, run.id);
-        return withRawJson({ jobs: await this.jobs.addedViews(m, run.id, first) });
+    // The batch is referenced by its first job_num; the same body (the key's hash matches) tells how many follow.
+    const jobs = await this.tx.run((m) =>
+      this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups/${jobGroupId}/jobs`, request: body, kind: 'jobs' }, {
+        create: async () => {
+          await this.runs.assertQueueRoom(m, access, total);
+          const chain = await this.groups.lockForNewJobs(m, run.id, jobGroupId);
+          const first = await this.jobs.nextJobNum(m, run.id);
+          const newJobs = this.jobs.expand(
+            body.jobs.map((job) => ({ jobGroupId, job })),
+            first,
+          );
+          await this.jobs.insert(m, run.id, newJobs, run.priority);
+          await this.groups.addJobs(m, chain, newJobs.length);
+          await this.runs.refreshStatus(m, run.id);
+          return { first, jobs: await this.jobs.addedViews(m, run.id, first, first + body.jobs.length) };
+        },
+        idOf: (added) => String(added.first),
+        replay: async (first) => ({ first: Number(first), jobs: await this.jobs.addedViews(m, run.id, Number(first), Number(first) + body.jobs.length) }),
       }),
     );
+    return withRawJson({ jobs: jobs.jobs });
   }
 
   /** A group with its whole subtree's counts and cost (exact now, running work included). */

@@ -115,4 +115,17 @@ export class RunsRepository {
       .getRawMany<{ id: string }>();
     return rows.map((r) => r.id);
   }
+
+  /**
+   * Serialises, per project, the transactions that add jobs while a queued-job limit is set (any other project
+   * may share the lock by hash collision: that only serialises a little more).
+   */
+  async lockProjectQueue(m: EntityManager, projectId: string): Promise<void> {
+    await m.query(`SELECT pg_advisory_xact_lock($1, hashtext($2))`, [0x72707175, projectId]);
+  }
+
+  async unfinishedRunIds(m: EntityManager, projectId: string): Promise<string[]> {
+    const rows: { id: string }[] = await m.query(`SELECT id FROM runs WHERE project_id = $1 AND finished_at IS NULL`, [projectId]);
+    return rows.map((r) => r.id);
+  }
 }

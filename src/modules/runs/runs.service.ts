@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { Principal } from '../../common/auth/principal';
+import { Env } from '../../config/env';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
@@ -39,7 +40,26 @@ export class RunsService {
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
     private readonly billing: BillingService,
+    private readonly env: Env,
   ) {}
+
+  /**
+   * With RUNPLANE_MAX_QUEUED_JOBS_PER_PROJECT set, refuses work that would take the project's unfinished jobs past
+   * it. Transactions adding jobs to the project take its queue lock first, so two of them can't both fit under the
+   * limit; jobs finishing meanwhile only lower the count. Costs one read per unfinished run's root counters.
+   */
+  async assertQueueRoom(m: EntityManager, access: ProjectAccess, adding: number): Promise<void> {
+    const max = this.env.RUNPLANE_MAX_QUEUED_JOBS_PER_PROJECT;
+    if (max === 0) return;
+    await this.runs.lockProjectQueue(m, access.projectId);
+    const unfinished = await this.groups.unfinishedJobs(m, await this.runs.unfinishedRunIds(m, access.projectId));
+    if (unfinished + adding > max) {
+      throw new DomainError(
+        'QUEUE_LIMIT_EXCEEDED',
+        `project ${access.projectName} has ${unfinished} unfinished jobs and at most ${max} are allowed: ${adding} more would exceed it; wait for jobs to finish or stop runs`,
+      );
+    }
+  }
 
   /** A run of a project the caller can see; another project's run is a 404, like a missing one. */
   async requireRun(principal: Principal, projectName: string, runId: string): Promise<RunRef> {
@@ -65,23 +85,33 @@ export class RunsService {
       }
     });
     const view = await this.tx.run(async (m) =>
-      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: `POST /projects/${access.projectId}/runs`, request: body }, async () => {
-        const run = await this.insertRun(m, access, principal, body);
-        const { ids, ancestors } = await this.groups.createTree(
-          m,
-          run.id,
-          { cancelAfterNFailures: body.cancel_after_n_failures },
-          (body.job_groups ?? []).map((g) => ({ ref: g.ref, parentRef: g.parent_ref, attributes: g.attributes, cancelAfterNFailures: g.cancel_after_n_failures })),
-        );
-        const newJobs = this.jobs.expand(
-          body.jobs.map((job) => ({ jobGroupId: job.group_ref === undefined ? 0 : ids.get(job.group_ref)!, job })),
-          0,
-        );
-        await this.jobs.insert(m, run.id, newJobs, run.priority);
-        const perGroup = new Map<number, number>();
-        for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
-        await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
-        return this.view(run, access.projectName, principal.name, null, m);
+      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: `POST /projects/${access.projectId}/runs`, request: body, kind: 'run' }, {
+        create: async () => {
+          await this.assertQueueRoom(m, access, total);
+          const run = await this.insertRun(m, access, principal, body);
+          const { ids, ancestors } = await this.groups.createTree(
+            m,
+            run.id,
+            { cancelAfterNFailures: body.cancel_after_n_failures },
+            (body.job_groups ?? []).map((g) => ({ ref: g.ref, parentRef: g.parent_ref, attributes: g.attributes, cancelAfterNFailures: g.cancel_after_n_failures })),
+          );
+          const newJobs = this.jobs.expand(
+            body.jobs.map((job) => ({ jobGroupId: job.group_ref === undefined ? 0 : ids.get(job.group_ref)!, job })),
+            0,
+          );
+          await this.jobs.insert(m, run.id, newJobs, run.priority);
+          const perGroup = new Map<number, number>();
+          for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
+          await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
+          return this.view(run, access.projectName, principal.name, null, m);
+        },
+        idOf: (created) => created.id,
+        // The key is the caller's own, so the run is theirs: its current view, as a GET would show it.
+        replay: async (id) => {
+          const run = await this.runs.findRunById(id, m);
+          if (!run) throw notFound(`run ${id}`);
+          return this.view(run, access.projectName, principal.name, null, m);
+        },
       }),
     );
     return withRawJson(view);

@@ -1,8 +1,9 @@
 import { CanActivate, ExecutionContext, Injectable, Logger } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import { ACCESS_KEY, AccessLevel, Principal } from '../../common/auth/principal';
 import { DomainError } from '../../common/errors/domain-error';
+import { RateLimiterService } from './rate-limiter.service';
 import { UsersService } from './users.service';
 
 /**
@@ -16,6 +17,7 @@ export class AuthGuard implements CanActivate {
   constructor(
     private readonly reflector: Reflector,
     private readonly users: UsersService,
+    private readonly rateLimiter: RateLimiterService,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -31,6 +33,12 @@ export class AuthGuard implements CanActivate {
     const principal = await this.users.authenticate(token);
     if (!principal) throw new DomainError('UNAUTHENTICATED', 'invalid token');
     req.principal = principal;
+    // Counted here, once the principal is known: the limit is per principal, never per address.
+    const retryAfter = await this.rateLimiter.hit(principal);
+    if (retryAfter !== undefined) {
+      context.switchToHttp().getResponse<Response>().setHeader('Retry-After', String(retryAfter));
+      throw new DomainError('RATE_LIMITED', `too many requests from ${principal.name}; retry after ${retryAfter} s`);
+    }
     const allowed =
       level === 'service'
         ? principal.globalRole === 'service'

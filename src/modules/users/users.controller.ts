@@ -1,7 +1,8 @@
-import { Body, Controller, Get, HttpCode, Post } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
-import { CreateUserDto, UserView, UserWithToken } from './dto/user.dto';
+import { Page, PageQueryDto } from '../../common/pagination/cursor';
+import { CreateUserDto, IssuedToken, TokenView, UserView, UserWithToken } from './dto/user.dto';
 import { UsersService } from './users.service';
 
 @ApiTags('users')
@@ -23,10 +24,26 @@ export class UsersController {
     return this.users.me(principal);
   }
 
+  /** The secret is shown only in this response; at most RUNPLANE_MAX_TOKENS_PER_USER live tokens (409 TOKEN_LIMIT_REACHED). */
   @Post('me/tokens')
   @HttpCode(201)
   @Access('user')
-  issueToken(@CurrentPrincipal() principal: Principal): Promise<{ token: string }> {
+  issueToken(@CurrentPrincipal() principal: Principal): Promise<IssuedToken> {
     return this.users.issueToken(principal);
+  }
+
+  /** The caller's live tokens (ids and creation times, never secrets). */
+  @Get('me/tokens')
+  @Access('user')
+  listTokens(@CurrentPrincipal() principal: Principal, @Query() q: PageQueryDto): Promise<Page<TokenView>> {
+    return this.users.listTokens(principal, q.limit, q.cursor);
+  }
+
+  /** Revokes one of the caller's tokens at once (other instances may accept it for up to 10 s more). */
+  @Delete('me/tokens/:tokenId')
+  @HttpCode(204)
+  @Access('user')
+  revokeToken(@CurrentPrincipal() principal: Principal, @Param('tokenId') tokenId: string): Promise<void> {
+    return this.users.revokeToken(principal, tokenId);
   }
 }

@@ -4,6 +4,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuthGuard } from './auth.guard';
 import { ApiToken } from './entities/api-token.entity';
 import { User } from './entities/user.entity';
+import { RateLimiterService } from './rate-limiter.service';
 import { UsersController } from './users.controller';
 import { UsersRepository } from './users.repository';
 import { UsersService } from './users.service';
@@ -11,7 +12,7 @@ import { UsersService } from './users.service';
 @Module({
   imports: [TypeOrmModule.forFeature([User, ApiToken])],
   controllers: [UsersController],
-  providers: [UsersRepository, UsersService, { provide: APP_GUARD, useClass: AuthGuard }],
+  providers: [UsersRepository, UsersService, RateLimiterService, { provide: APP_GUARD, useClass: AuthGuard }],
   exports: [UsersService],
 })
 export class UsersModule {}

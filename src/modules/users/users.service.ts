@@ -3,14 +3,20 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { createHash, randomBytes } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import type { GlobalRole, Principal } from '../../common/auth/principal';
+import { DomainError, notFound } from '../../common/errors/domain-error';
+import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
+import { Env } from '../../config/env';
 import { retryReadOnce } from '../../infra/database/read-retry';
-import { UserView, UserWithToken, toUserView } from './dto/user.dto';
+import { IssuedToken, TokenView, UserView, UserWithToken, toUserView } from './dto/user.dto';
 import { UsersRepository } from './users.repository';
 
 export const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
-/** Tokens cannot be revoked or re-roled yet, so a short cache changes nothing a caller could observe. */
+/**
+ * A revoked token is dropped from this instance's cache at once; other instances may accept it for up to this long.
+ */
 const TOKEN_CACHE_MS = 10_000;
 const TOKEN_CACHE_SIZE = 10_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const newToken = () => `rp_${randomBytes(32).toString('base64url')}`;
 
 @Injectable()
@@ -21,6 +27,7 @@ export class UsersService {
   constructor(
     @InjectDataSource() private readonly dataSource: DataSource,
     private readonly users: UsersRepository,
+    private readonly env: Env,
   ) {}
 
   /**
@@ -44,10 +51,39 @@ export class UsersService {
     return this.dataSource.transaction(async (m) => this.insertWithToken(m, name, globalRole, newToken()));
   }
 
-  async issueToken(principal: Principal): Promise<{ token: string }> {
+  /** A new token for the caller, refused past RUNPLANE_MAX_TOKENS_PER_USER live ones (counted under the user's lock). */
+  async issueToken(principal: Principal): Promise<IssuedToken> {
     const token = newToken();
-    await this.dataSource.transaction((m) => this.users.insertToken(m, principal.userId, hashToken(token)));
-    return { token };
+    const max = this.env.RUNPLANE_MAX_TOKENS_PER_USER;
+    const row = await this.dataSource.transaction(async (m) => {
+      await this.users.lockUser(m, principal.userId);
+      const live = await this.users.countTokens(m, principal.userId);
+      if (live >= max) {
+        throw new DomainError(
+          'TOKEN_LIMIT_REACHED',
+          `${principal.name} has ${live} tokens, the most allowed is ${max}: revoke unused ones with DELETE /api/v1/users/me/tokens/{id} (GET /api/v1/users/me/tokens lists them)`,
+        );
+      }
+      return this.users.insertToken(m, principal.userId, hashToken(token));
+    });
+    return { id: row.id, created_at: row.createdAt.toISOString(), token };
+  }
+
+  async listTokens(principal: Principal, limit: number, cursor?: string): Promise<Page<TokenView>> {
+    const after = cursor ? (decodeCursor(cursor, ['string'])[0] as string) : undefined;
+    if (after !== undefined && !UUID.test(after)) {
+      throw new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [{ field: 'cursor', message: 'is invalid' }]);
+    }
+    const rows = await this.users.listTokens(principal.userId, after, limit + 1);
+    return toPage(rows, limit, (t) => [t.id], (t) => ({ id: t.id, created_at: t.createdAt.toISOString() }));
+  }
+
+  /** Revokes one of the caller's tokens (the one in use included); another user's token is a 404, like a missing one. */
+  async revokeToken(principal: Principal, tokenId: string): Promise<void> {
+    if (!UUID.test(tokenId)) throw notFound(`token ${tokenId}`);
+    const hash = await this.dataSource.transaction((m) => this.users.deleteToken(m, principal.userId, tokenId));
+    if (!hash) throw notFound(`token ${tokenId}`);
+    this.recent.delete(hash);
   }
 
   async me(principal: Principal): Promise<UserView> {
@@ -66,9 +102,9 @@ export class UsersService {
     return new Map((await this.users.findByNames(names, this.dataSource.manager)).map((u) => [u.name, u.id]));
   }
 
-  async namesByIds(ids: string[]): Promise<Map<string, string>> {
+  async namesByIds(ids: string[], manager?: EntityManager): Promise<Map<string, string>> {
     if (ids.length === 0) return new Map();
-    return new Map((await this.users.findByIds([...new Set(ids)])).map((u) => [u.id, u.name]));
+    return new Map((await this.users.findByIds([...new Set(ids)], manager)).map((u) => [u.id, u.name]));
   }
 
   /**

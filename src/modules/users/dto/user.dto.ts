@@ -26,6 +26,17 @@ export interface UserWithToken {
   token: string;
 }
 
+/** A token as its owner sees it later: never its secret (only its hash is stored). */
+export interface TokenView {
+  id: string;
+  created_at: string;
+}
+
+/** A new token: the secret is shown in this response only. */
+export interface IssuedToken extends TokenView {
+  token: string;
+}
+
 export const toUserView = (u: User): UserView => ({
   id: u.id,
   name: u.name,
