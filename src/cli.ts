@@ -86,4 +86,5 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-main(process.argv.slice(2)).catch(exitOnStartupFailure);
+const argv = process.argv.slice(2);
+main(argv).catch((err: unknown) => exitOnStartupFailure(err, (argv[0] ?? 'serve') === 'serve' ? 'could not start' : `${argv[0]} failed`));

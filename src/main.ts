@@ -2,4 +2,4 @@ import 'reflect-metadata';
 import { serve } from './serve';
 import { exitOnStartupFailure } from './startup-failure';
 
-serve().catch(exitOnStartupFailure);
+serve().catch((err: unknown) => exitOnStartupFailure(err));

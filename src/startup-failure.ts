@@ -7,18 +7,21 @@ import { DataDirLockedError } from './infra/database/embedded-postgres';
  * bad configuration, a data directory in use or not writable, a port in use, a database that cannot be reached.
  * Anything else is still one line (its message's first line); the stack is for LOG_LEVEL=debug.
  */
-/** Prints the one line (and, at LOG_LEVEL debug or trace, the stack) and exits 1. */
-export function exitOnStartupFailure(err: unknown): never {
-  process.stderr.write(`${describeStartupFailure(err)}\n`);
+/**
+ * Prints the one line (and, at LOG_LEVEL debug or trace, the stack) and exits 1. `failed` prefixes a failure of
+ * no known kind: 'could not start' for the server, '<command> failed' for the CLI's other commands.
+ */
+export function exitOnStartupFailure(err: unknown, failed = 'could not start'): never {
+  process.stderr.write(`${describeStartupFailure(err, process.env, failed)}\n`);
   if (['debug', 'trace'].includes(process.env.LOG_LEVEL ?? '') && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
   process.exit(1);
 }
 
-export function describeStartupFailure(err: unknown, env: NodeJS.ProcessEnv = process.env): string {
-  return `runplane: ${reason(err, env).replace(/\s*\n[\s\S]*$/, '')}`;
+export function describeStartupFailure(err: unknown, env: NodeJS.ProcessEnv = process.env, failed = 'could not start'): string {
+  return `runplane: ${reason(err, env, failed).replace(/\s*\n[\s\S]*$/, '')}`;
 }
 
-function reason(err: unknown, env: NodeJS.ProcessEnv): string {
+function reason(err: unknown, env: NodeJS.ProcessEnv, failed: string): string {
   if (err instanceof ConfigError) return `${err.message}; fix it and start again (the README lists every variable)`;
   if (err instanceof DataDirLockedError) {
     return `${err.message}: stop that server (or command), or set RUNPLANE_DATA_DIR to another directory`;
@@ -37,7 +40,7 @@ function reason(err: unknown, env: NodeJS.ProcessEnv): string {
   if (env.DATABASE_URL && databaseFailure(err)) {
     return `cannot connect to the PostgreSQL server at DATABASE_URL (${describeUrl(env.DATABASE_URL)}): ${firstLine(err)}; check that the server runs and accepts this user and database`;
   }
-  return `could not start: ${firstLine(err)}`;
+  return `${failed}: ${firstLine(err)}`;
 }
 
 function firstLine(err: unknown): string {
