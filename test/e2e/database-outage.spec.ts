@@ -1,4 +1,6 @@
 import { Client } from 'pg';
+import { QueryFailedError } from 'typeorm';
+import { UsersRepository } from '../../src/modules/users/users.repository';
 import type { Response } from 'supertest';
 import { DatabaseProxy } from '../support/database-proxy';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
@@ -246,5 +248,42 @@ describeRealPostgres('the background loops leader losing its connection (real Po
       return pid !== undefined && pid !== first ? pid : undefined;
     });
     expect(second).toBeDefined();
+  });
+});
+
+/**
+ * One lost connection, injected at a repository read (a connection can't be made to die at an exact statement
+ * through the pool): GET handlers and the token lookup run once more and succeed; a second loss is a 503.
+ */
+describe('a read whose connection was lost', () => {
+  let t: TestApp;
+  const lost = () => new QueryFailedError('SELECT ...', [], new Error('Connection terminated unexpectedly'));
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(() => t.close());
+  afterEach(() => jest.restoreAllMocks());
+
+  it('a GET handler runs once more on a new connection', async () => {
+    const user = await t.user();
+    const read = jest.spyOn(UsersRepository.prototype, 'findByIds').mockRejectedValueOnce(lost());
+    const res = await t.http.get('/api/v1/users/me').set(user.auth).expect(200);
+    expect(res.body.name).toBe(user.name);
+    expect(read).toHaveBeenCalledTimes(2);
+  });
+
+  it('the token lookup in the guard runs once more', async () => {
+    const user = await t.user();
+    const lookup = jest.spyOn(UsersRepository.prototype, 'findByTokenHash').mockRejectedValueOnce(lost());
+    await t.http.get('/api/v1/users/me').set(user.auth).expect(200);
+    expect(lookup).toHaveBeenCalledTimes(2);
+  });
+
+  it('a second loss in a row answers 503 DATABASE_UNAVAILABLE with Retry-After, after exactly two tries', async () => {
+    const user = await t.user();
+    const read = jest.spyOn(UsersRepository.prototype, 'findByIds').mockRejectedValueOnce(lost()).mockRejectedValueOnce(lost());
+    const res = await t.http.get('/api/v1/users/me').set(user.auth);
+    expect(isUnavailable(answer('me', res))).toBe(true);
+    expect(read).toHaveBeenCalledTimes(2);
   });
 });
