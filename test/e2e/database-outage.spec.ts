@@ -5,7 +5,7 @@ import type { Response } from 'supertest';
 import { DatabaseProxy } from '../support/database-proxy';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
 import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
-import { workerDatabaseUrl } from '../support/test-databases';
+import { templateName, urlFor, withAdminClient, workerDatabaseUrl } from '../support/test-databases';
 import { invariants } from '../support/workers';
 
 interface Answer {
@@ -285,5 +285,30 @@ describe('a read whose connection was lost', () => {
     const res = await t.http.get('/api/v1/users/me').set(user.auth);
     expect(isUnavailable(answer('me', res))).toBe(true);
     expect(read).toHaveBeenCalledTimes(2);
+  });
+});
+
+describeRealPostgres('the database dropped under the app (real PostgreSQL)', () => {
+  it('/readyz and the API answer 503 DATABASE_UNAVAILABLE at once, /healthz stays 200', async () => {
+    const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
+    const name = `${templateName().replace(/_tpl$/, '')}_w${process.env.JEST_WORKER_ID ?? '1'}_dropped`;
+    await withAdminClient(adminUrl, (c) => c.query(`CREATE DATABASE "${name}" TEMPLATE "${templateName()}" STRATEGY FILE_COPY`));
+    const t = await createTestApp({ DATABASE_URL: urlFor(adminUrl, name) });
+    try {
+      const user = await t.user();
+      await t.http.get('/readyz').expect(200);
+      await withAdminClient(adminUrl, (c) => c.query(`DROP DATABASE "${name}" WITH (FORCE)`));
+      const started = Date.now();
+      const ready = await t.http.get('/readyz');
+      expect(Date.now() - started).toBeLessThan(2500);
+      expect(ready.status).toBe(503);
+      expect(ready.body.code).toBe('DATABASE_UNAVAILABLE');
+      expect(ready.headers['retry-after']).toBe('1');
+      await t.http.get('/healthz').expect(200);
+      expect(isUnavailable(answer('me', await t.http.get('/api/v1/users/me').set(user.auth)))).toBe(true);
+    } finally {
+      await t.close();
+      await withAdminClient(adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`));
+    }
   });
 });
