@@ -11,6 +11,7 @@ import { BillingService } from './modules/billing/billing.service';
 import { NewRateDto } from './modules/billing/dto/billing.dto';
 import { UsersService } from './modules/users/users.service';
 import { serve } from './serve';
+import { exitOnStartupFailure } from './startup-failure';
 
 const USAGE = `usage: runplane <command>
   serve                 start the HTTP server (the default)
@@ -35,7 +36,7 @@ async function migrate(): Promise<void> {
 
 async function createAdmin(name: string | undefined): Promise<void> {
   parseEnv(process.env);
-  const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error'] });
+  const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
   try {
     const created = await app.get(UsersService).createUser(name ?? `admin-${Math.random().toString(36).slice(2, 8)}`, 'admin');
     process.stdout.write(`created admin ${created.user.name}\ntoken: ${created.token}\n`);
@@ -51,7 +52,7 @@ async function setRate(args: string[]): Promise<void> {
     process.exit(2);
   }
   parseEnv(process.env);
-  const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error'] });
+  const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
   try {
     const body = Object.assign(new NewRateDto(), { name, rate_usd_per_unit_hour: Number(rate), ...(unit ? { unit } : {}) });
     const errors = validateSync(body);
@@ -85,7 +86,5 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-main(process.argv.slice(2)).catch((err: unknown) => {
-  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
-});
+const argv = process.argv.slice(2);
+main(argv).catch((err: unknown) => exitOnStartupFailure(err, (argv[0] ?? 'serve') === 'serve' ? 'could not start' : `${argv[0]} failed`));

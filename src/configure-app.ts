@@ -8,6 +8,7 @@ import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { BodylessRoutesInterceptor } from './common/http/bodyless-routes.interceptor';
 import { answerClientErrors, bodyParserErrors, pathTextGuard } from './common/http/raw-request';
 import { apiValidationPipe } from './common/validation/validation.pipe';
+import { ReadRetryInterceptor } from './infra/database/read-retry';
 import { httpMetricsMiddleware } from './infra/metrics/http-metrics.middleware';
 import { MetricsService } from './infra/metrics/metrics.service';
 
@@ -23,6 +24,7 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   app.useGlobalPipes(apiValidationPipe());
   app.useGlobalInterceptors(new BodylessRoutesInterceptor());
   app.useGlobalFilters(new ApiExceptionFilter());
+  app.useGlobalInterceptors(new ReadRetryInterceptor());
   app.set('etag', false);
   app.set('x-powered-by', false);
   // Idle keep-alive connections stay open 65 s, not Node's 5 s: longer than the idle timeout of what usually sits in

@@ -1,7 +1,5 @@
 import 'reflect-metadata';
 import { serve } from './serve';
+import { exitOnStartupFailure } from './startup-failure';
 
-serve().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
-});
+serve().catch((err: unknown) => exitOnStartupFailure(err));

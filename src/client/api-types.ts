@@ -755,7 +755,7 @@ export interface components {
             /** @enum {integer} */
             status_code: 503;
             /** @enum {string} */
-            code: "SERVICE_UNAVAILABLE";
+            code: "SERVICE_UNAVAILABLE" | "DATABASE_UNAVAILABLE";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -1442,7 +1442,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1533,7 +1533,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1629,7 +1629,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1729,7 +1729,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1831,7 +1831,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1928,7 +1928,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2044,7 +2044,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2147,7 +2147,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2263,7 +2263,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2379,7 +2379,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2489,7 +2489,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2611,7 +2611,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2748,7 +2748,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2858,7 +2858,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2971,7 +2971,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3089,7 +3089,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3202,7 +3202,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3341,7 +3341,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3457,7 +3457,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3598,7 +3598,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3705,7 +3705,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3818,7 +3818,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3938,7 +3938,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4029,7 +4029,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4142,7 +4142,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4246,7 +4246,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4371,7 +4371,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4496,7 +4496,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4621,7 +4621,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4731,7 +4731,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4836,7 +4836,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4943,7 +4943,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5034,7 +5034,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5125,7 +5125,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error431"];
                 };
             };
-            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`. */
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
             503: {
                 headers: {
                     [name: string]: unknown;

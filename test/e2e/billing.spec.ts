@@ -17,6 +17,14 @@ const CPU = 0.04;
 const MEM = 0.005;
 /** jobSpec(): 1 core and 1 GiB. */
 const PER_HOUR = CPU + MEM;
+/**
+ * Usage measured against rewound start times also includes the real seconds the test's own requests took (a loaded
+ * CI machine: up to a second or two); it can never be less than the rewound time.
+ */
+const expectHours = (actual: number, hours: number, slackSeconds = 3) => {
+  expect(actual).toBeGreaterThanOrEqual(hours - 1e-9);
+  expect(actual).toBeLessThanOrEqual(hours + slackSeconds / 3600);
+};
 
 describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits', () => {
   let t: TestApp;
@@ -103,7 +111,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     expect(ga.total_usd).toBeCloseTo(hours(a, b) * PER_HOUR, 4);
     expect(gc.total_usd).toBeCloseTo(hours(c) * PER_HOUR, 4);
     expect(root.total_usd).toBeCloseTo(hours(0, a, b, c) * PER_HOUR, 4);
-    expect(item(ga, 'cpu')!.usage).toBeCloseTo(hours(a, b), 4);
+    expectHours(item(ga, 'cpu')!.usage, hours(a, b));
     expect(item(ga, 'memory')).toMatchObject({ unit: 'GiB-hour' });
     expect(item(ga, 'gpu')).toBeUndefined();
     // Closed usage only: nothing is running any more.
@@ -185,7 +193,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await t.app.get(WorkerLifecycleService).expireLapsedLeases(100);
     const cost = await runCost(run);
     expect(cost.running_usd).toBe(0);
-    expect(item(cost, 'cpu')!.usage).toBeCloseTo(300 / 3600, 4);
+    expectHours(item(cost, 'cpu')!.usage, 300 / 3600);
   });
 
   it('splits per-day rows at UTC midnight; they add up to the run', async () => {

@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli, startServer } from '../support/server-process';
@@ -28,7 +29,9 @@ describe('the server on its embedded database', () => {
 
     const second = await runCli({ ...env, PORT: '0' }, ['serve']);
     expect(second.code).toBe(1);
-    expect(second.output).toMatch(/is in use by process \d+/);
+    // One line, saying what is wrong and what to do: no start-up log, no stack.
+    expect(second.output).toMatch(/^runplane: Data directory \S+ is in use by process \d+ \(lock file \S+\): stop that server \(or command\), or set RUNPLANE_DATA_DIR to another directory\n$/);
+    expect(second.stderr).toBe(second.output);
 
     expect(await first.stop('SIGTERM')).toBe(0);
 
@@ -46,8 +49,37 @@ describe('the server on its embedded database', () => {
   it('refuses bad configuration with one line naming the variable, before touching the data directory', async () => {
     const result = await runCli({ RUNPLANE_DATA_DIR: join(dir, 'never'), PORT: 'eighty' }, ['serve']);
     expect(result.code).toBe(1);
-    expect(result.output.trim()).toBe('Invalid configuration: PORT="eighty" must be an integer port');
+    expect(result.output).toBe('runplane: Invalid configuration: PORT="eighty" must be an integer port; fix it and start again (the README lists every variable)\n');
   });
+
+  it('refuses a port in use with one line, and leaves its data directory unlocked', async () => {
+    const taken: Server = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      const dataDir = join(dir, 'port');
+      const result = await runCli({ RUNPLANE_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'info' }, ['serve']);
+      expect(result.code).toBe(1);
+      // The first admin's token line (written before listening) may come first; the rest is the one line.
+      expect(result.stderr).toBe(`runplane: cannot listen on 127.0.0.1:${port}: the port is already in use; stop what listens there, or set PORT to a free port (0 picks one)\n`);
+      expect(result.output).not.toMatch(/"level"|EADDRINUSE|\n\s+at /);
+      expect(existsSync(`${dataDir}.lock`)).toBe(false);
+    } finally {
+      taken.close();
+    }
+  }, 60_000);
+
+  it('refuses an unreachable DATABASE_URL with one line, without showing the password', async () => {
+    const closed: Server = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    const result = await runCli({ DATABASE_URL: `postgres://runplane:s3cret@127.0.0.1:${port}/runplane`, PORT: '0' }, ['serve']);
+    expect(result.code).toBe(1);
+    expect(result.output).toBe(
+      `runplane: cannot connect to the PostgreSQL server at DATABASE_URL (127.0.0.1:${port}/runplane): connect ECONNREFUSED 127.0.0.1:${port}; check that the server runs and accepts this user and database\n`,
+    );
+  }, 60_000);
 
   it('migrates and creates admins from the CLI', async () => {
     const env = { RUNPLANE_DATA_DIR: join(dir, 'cli') };
@@ -62,5 +94,5 @@ describe('the server on its embedded database', () => {
     expect(rate.code).toBe(0);
     expect(rate.output).toMatch(/^cpu v2: 0\.05 USD per \S+-hour/);
     expect((await runCli(env, ['set-rate', 'cpu', 'free'])).code).toBe(2);
-  }, 60_000);
+  }, 120_000); // four embedded starts: 10 s each on a busy 2-core machine
 });

@@ -1,6 +1,7 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { QueryFailedError } from 'typeorm';
+import { databaseFailure } from './database-unavailable';
 import { DomainError, ErrorCode } from './domain-error';
 import { fromPostgresError } from './postgres-errors';
 import { bodyParserError } from '../http/raw-request';
@@ -25,7 +26,11 @@ const HTTP_CODES: Record<number, ErrorCode> = {
   422: 'UNPROCESSABLE',
   429: 'TOO_MANY_REQUESTS',
   431: 'REQUEST_HEADERS_TOO_LARGE',
+  503: 'SERVICE_UNAVAILABLE',
 };
+
+/** What a 503 tells clients to wait before trying again: the trouble (a lost connection, a deadlock) is brief. */
+const RETRY_AFTER_SECONDS = '1';
 
 /** The one place errors become the API's error JSON: domain errors, HTTP errors, Postgres errors, and the rest. */
 @Catch()
@@ -38,6 +43,7 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const req = ctx.getRequest<Request>();
     const body = this.toBody(exception, req);
     if (res.headersSent) return;
+    if (body.status_code === 503 && !res.getHeader('Retry-After')) res.setHeader('Retry-After', RETRY_AFTER_SECONDS);
     res.status(body.status_code).json(body);
   }
 
@@ -47,6 +53,11 @@ export class ApiExceptionFilter implements ExceptionFilter {
     // Body parsers Nest registers after configureApp's error middleware (see raw-request.ts) land here.
     const parserError = bodyParserError(exception);
     if (parserError) return shape(parserError.status, parserError.code, parserError.message, parserError.details);
+    const failure = databaseFailure(exception);
+    if (failure) {
+      this.logger.warn({ err: exception, path: req.url, failure }, 'database unavailable');
+      return shape(503, 'DATABASE_UNAVAILABLE', 'the database is unavailable; retry the request shortly', []);
+    }
     const pgError = exception instanceof QueryFailedError ? (exception.driverError as { code?: string; constraint?: string }) : undefined;
     const mapped = pgError ? fromPostgresError(pgError) : fromPostgresError(exception as { code?: string });
     if (mapped) {

@@ -25,6 +25,7 @@ export const ERROR_STATUS = {
   REQUEST_HEADERS_TOO_LARGE: 431,
   INTERNAL_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
+  DATABASE_UNAVAILABLE: 503,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

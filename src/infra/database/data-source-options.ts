@@ -1,3 +1,4 @@
+import { Client, type ClientConfig } from 'pg';
 import type { DataSourceOptions } from 'typeorm';
 import { MIGRATIONS } from '../../../migrations';
 import { SnakeNamingStrategy } from './snake-naming.strategy';
@@ -33,6 +34,21 @@ export function dataSourceOptions(settings: ConnectionSettings): DataSourceOptio
       // Read by preparedQuery: the embedded database is one session shared by every client connection, so a
       // statement name one connection prepared would clash on the next; there, statements stay unnamed.
       namedStatements: !settings.embedded,
+      Client: ListenedClient,
     },
   };
+}
+
+/**
+ * A pg client that always has an 'error' listener. pg-pool removes its own listener when it hands a connection out,
+ * and TypeORM adds its listener a microtask later; a new connection whose session the server ends at once (its
+ * ReadyForQuery and the FATAL in one packet: pg_terminate_backend, a restart) emitted 'error' with nobody listening
+ * in between, and an unhandled 'error' event crashes the process. The error still reaches the query, the pool and
+ * TypeORM as before; this listener only keeps it from being unhandled.
+ */
+class ListenedClient extends Client {
+  constructor(config?: string | ClientConfig) {
+    super(config);
+    this.on('error', () => undefined);
+  }
 }

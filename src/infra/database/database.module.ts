@@ -1,6 +1,7 @@
 import { Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
+import { databaseFailure } from '../../common/errors/database-unavailable';
 import { Env } from '../../config/env';
 import { dataSourceOptions } from './data-source-options';
 import { EmbeddedPostgres } from './embedded-postgres';
@@ -28,6 +29,12 @@ const embeddedByUrl = new Map<string, EmbeddedPostgres>();
             idleSeconds: env.DATABASE_POOL_IDLE_SECONDS,
           }),
           autoLoadEntities: true,
+          // A server at DATABASE_URL may be starting alongside us: a refused or dropped connection is tried again for
+          // a few seconds. A wrong database name or password is not (nor is the embedded database): the start fails
+          // at once, in one line (see startup-failure.ts).
+          retryAttempts: 5,
+          retryDelay: 1000,
+          toRetry: (err: unknown) => !!env.DATABASE_URL && databaseFailure(err) === 'connection_lost',
         };
         if (embedded) embeddedByUrl.set(embedded.url, embedded);
         return options;

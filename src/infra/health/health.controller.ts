@@ -1,10 +1,14 @@
-import { Controller, Get } from '@nestjs/common';
+import { Controller, Get, ServiceUnavailableException } from '@nestjs/common';
 import { HealthCheck, HealthCheckResult, HealthCheckService, HealthIndicatorService, TypeOrmHealthIndicator } from '@nestjs/terminus';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { DataSource } from 'typeorm';
 import { Access } from '../../common/auth/principal';
+import { DomainError } from '../../common/errors/domain-error';
 import { pendingMigrations } from '../database/migrations-runner';
+
+/** Each readiness check answers within this, so a database that hangs makes /readyz say 503, not hang too. */
+const CHECK_TIMEOUT_MS = 2000;
 
 @ApiTags('operations')
 @Controller()
@@ -24,17 +28,40 @@ export class HealthController {
     return { status: 'ok' };
   }
 
-  /** Readiness: the database answers and every migration is applied. 503 otherwise. */
+  /**
+   * Readiness: the database answers and every migration is applied. Otherwise 503 in the API's error shape with
+   * Retry-After: DATABASE_UNAVAILABLE when the database does not answer, SERVICE_UNAVAILABLE when migrations are
+   * pending; `details` lists the failed checks.
+   */
   @Get('readyz')
   @HealthCheck()
-  readyz(): Promise<HealthCheckResult> {
-    return this.health.check([
-      () => this.db.pingCheck('database', { timeout: 3000 }),
-      async () => {
-        const indicator = this.indicators.check('migrations');
-        const pending = await pendingMigrations(this.dataSource);
-        return pending.length === 0 ? indicator.up() : indicator.down({ pending });
-      },
-    ]);
+  async readyz(): Promise<HealthCheckResult> {
+    try {
+      return await this.health.check([() => this.db.pingCheck('database', { timeout: CHECK_TIMEOUT_MS }), () => this.migrationsCheck()]);
+    } catch (err) {
+      if (!(err instanceof ServiceUnavailableException)) throw err;
+      const failed = (err.getResponse() as HealthCheckResult).error ?? {};
+      const details = Object.entries(failed).map(([check, state]) => ({ check, ...state }));
+      if ('database' in failed) throw new DomainError('DATABASE_UNAVAILABLE', 'not ready: the database does not answer', details);
+      const pending = (failed.migrations as { pending?: string[] } | undefined)?.pending;
+      throw new DomainError('SERVICE_UNAVAILABLE', pending ? 'not ready: migrations are pending' : 'not ready: the migrations could not be read', details);
+    }
+  }
+
+  private async migrationsCheck() {
+    const indicator = this.indicators.check('migrations');
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timeout of ${CHECK_TIMEOUT_MS}ms exceeded`)), CHECK_TIMEOUT_MS);
+    });
+    try {
+      const pending = await Promise.race([pendingMigrations(this.dataSource), timedOut]);
+      return pending.length === 0 ? indicator.up() : indicator.down({ pending });
+    } catch (err) {
+      // The database check says why; this one only must not turn a database outage into a 500 or a hang.
+      return indicator.down({ message: err instanceof Error ? err.message : String(err) });
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }

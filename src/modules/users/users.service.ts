@@ -6,6 +6,7 @@ import type { GlobalRole, Principal } from '../../common/auth/principal';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { Env } from '../../config/env';
+import { retryReadOnce } from '../../infra/database/read-retry';
 import { IssuedToken, TokenView, UserView, UserWithToken, toUserView } from './dto/user.dto';
 import { UsersRepository } from './users.repository';
 
@@ -37,7 +38,8 @@ export class UsersService {
     const hash = hashToken(token);
     const cached = this.recent.get(hash);
     if (cached && cached.until > Date.now()) return cached.principal;
-    const user = await this.users.findByTokenHash(hash);
+    // The guard runs before the read-retry interceptor: a lost connection gets its one retry here.
+    const user = await retryReadOnce(() => this.users.findByTokenHash(hash));
     if (!user) return null;
     const principal: Principal = { userId: user.id, name: user.name, globalRole: user.globalRole };
     if (this.recent.size >= TOKEN_CACHE_SIZE) this.recent.clear();

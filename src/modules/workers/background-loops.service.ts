@@ -84,7 +84,9 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
   private async isLeader(): Promise<boolean> {
     // The embedded database is one process (its data directory is locked) and has one connection to spare: lead.
     if (!this.env.DATABASE_URL) return true;
-    if (this.leaderRunner) return true;
+    // The lock lives as long as its session: when that connection dies TypeORM releases the runner; compete again.
+    if (this.leaderRunner && !this.leaderRunner.isReleased) return true;
+    this.leaderRunner = undefined;
     const runner = this.dataSource.createQueryRunner();
     try {
       const [row] = await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [LEADER_LOCK_KEY]);

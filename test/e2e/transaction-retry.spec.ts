@@ -1,0 +1,85 @@
+import { Client } from 'pg';
+import type { EntityManager } from 'typeorm';
+import { databaseFailure } from '../../src/common/errors/database-unavailable';
+import { TransactionRunner } from '../../src/infra/database/transaction.runner';
+import { createTestApp, describeRealPostgres, TestApp } from '../support/test-app';
+import { workerDatabaseUrl } from '../support/test-databases';
+
+/**
+ * The rule for a transaction whose connection dies: retried once when it died before COMMIT was sent (nothing was
+ * applied), never once the work has returned (COMMIT may have reached the server). Backends are killed exactly
+ * where each case needs, from a separate admin connection that waits until the backend is gone.
+ */
+describeRealPostgres('TransactionRunner and a connection lost mid-transaction (real PostgreSQL)', () => {
+  let t: TestApp;
+  let runner: TransactionRunner;
+  let admin: Client;
+  const rows = async (label: string) =>
+    (await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM outage_probe WHERE label = $1', [label])).rows[0].n;
+  const killOwnBackend = async (m: EntityManager) => {
+    const [{ pid }] = (await m.query('SELECT pg_backend_pid() AS pid')) as { pid: number }[];
+    await admin.query('SELECT pg_terminate_backend($1, 5000)', [pid]);
+  };
+
+  beforeAll(async () => {
+    t = await createTestApp({}, { ownDatabase: 'outage' });
+    runner = t.app.get(TransactionRunner);
+    admin = new Client({ connectionString: await workerDatabaseUrl('outage'), application_name: 'runplane-test-admin' });
+    await admin.connect();
+    await admin.query('CREATE TABLE IF NOT EXISTS outage_probe (label text NOT NULL)');
+  });
+  afterAll(async () => {
+    await admin.query('DROP TABLE IF EXISTS outage_probe');
+    await admin.end();
+    await t.close();
+  });
+
+  it('runs a transaction again, on a new connection, when its connection died before COMMIT', async () => {
+    let attempts = 0;
+    const result = await runner.run(async (m) => {
+      attempts++;
+      await m.query(`INSERT INTO outage_probe (label) VALUES ('before-commit')`);
+      if (attempts === 1) await killOwnBackend(m);
+      await m.query('SELECT 1');
+      return 'done';
+    });
+    expect(result).toBe('done');
+    expect(attempts).toBe(2);
+    expect(await rows('before-commit')).toBe(1); // the first attempt's insert died with its session
+  });
+
+  it('retries only once: a second loss in a row is the answer (503 DATABASE_UNAVAILABLE)', async () => {
+    let attempts = 0;
+    const err = await runner
+      .run(async (m) => {
+        attempts++;
+        await m.query(`INSERT INTO outage_probe (label) VALUES ('twice')`);
+        await killOwnBackend(m);
+        await m.query('SELECT 1');
+      })
+      .catch((e: unknown) => e);
+    expect(attempts).toBe(2);
+    expect(databaseFailure(err)).toBe('connection_lost');
+    expect(await rows('twice')).toBe(0);
+  });
+
+  it('never retries once the work has returned: the failure may have hit COMMIT after the server applied it', async () => {
+    let attempts = 0;
+    const err = await runner
+      .run(async (m) => {
+        attempts++;
+        await m.query(`INSERT INTO outage_probe (label) VALUES ('at-commit')`);
+        await killOwnBackend(m); // the next thing on this connection is COMMIT
+        return 'done';
+      })
+      .catch((e: unknown) => e);
+    expect(attempts).toBe(1);
+    expect(databaseFailure(err)).toBe('connection_lost');
+    expect(await rows('at-commit')).toBe(0);
+  });
+
+  it('the app keeps serving afterwards', async () => {
+    const user = await t.user();
+    await t.http.get('/api/v1/users/me').set(user.auth).expect(200);
+  });
+});
