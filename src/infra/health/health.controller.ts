@@ -4,6 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { DataSource } from 'typeorm';
 import { Access } from '../../common/auth/principal';
+import { ApiErrors } from '../../common/openapi/api-docs';
 import { DomainError } from '../../common/errors/domain-error';
 import { pendingMigrations } from '../database/migrations-runner';
 
@@ -34,6 +35,7 @@ export class HealthController {
    * pending; `details` lists the failed checks.
    */
   @Get('readyz')
+  @ApiErrors(503)
   @HealthCheck()
   async readyz(): Promise<HealthCheckResult> {
     try {
