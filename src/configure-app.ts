@@ -1,8 +1,9 @@
 import type { INestApplication } from '@nestjs/common';
 import type { Server } from 'node:http';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
+import { buildOpenApiDocument } from './common/openapi/document';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { BodylessRoutesInterceptor } from './common/http/bodyless-routes.interceptor';
 import { answerClientErrors, bodyParserErrors, pathTextGuard } from './common/http/raw-request';
@@ -33,18 +34,6 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   answerClientErrors(server);
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
-  const doc = new DocumentBuilder()
-    .setTitle('runplane')
-    .setDescription(
-      'Control plane of a batch-compute service: runs of jobs, retried as submissions, nested job groups ' +
-        'cancelled as a unit, compute billed per second. Errors are `{status_code, code, message, details}`; lists are ' +
-        'keyset-paginated with `limit` (≤100) and an opaque `cursor`; creating POSTs accept `Idempotency-Key`. ' +
-        'Run views carry `job_counts` by status and at most `jobs_limit` jobs (`jobs_truncated` when cut; every job: ' +
-        '`GET .../job-groups/0/jobs?recursive=true`); every response is bounded by its parameters (README, "Limits").',
-    )
-    .setVersion('1')
-    .addBearerAuth()
-    .build();
-  SwaggerModule.setup('docs', app, () => SwaggerModule.createDocument(app, doc));
+  SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app));
   return app;
 }

@@ -31,6 +31,11 @@ describe('input guard (unit)', () => {
     expect(findInputProblems(Array.from({ length: 100 }, () => '\u0000'))).toHaveLength(20);
   });
 
+  it("refuses keys named like Object.prototype's members, which class-transformer drops before the whitelist sees them", () => {
+    const value = JSON.parse('{"toString":1,"spec":{"hasOwnProperty":"x","valueOf":[]},"ok":{"toStrung":1}}');
+    expect(findInputProblems(value).map((p) => p.field).sort()).toEqual(['spec.hasOwnProperty', 'spec.valueOf', 'toString']);
+  });
+
   it('judges numbers by value against a column scale', () => {
     class Money {
       @IsFixedPoint(6)

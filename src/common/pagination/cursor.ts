@@ -9,7 +9,7 @@ export const MAX_CURSOR_LENGTH = 1024;
 
 /** `limit` and `cursor` of every list route. */
 export class PageQueryDto {
-  @ApiPropertyOptional({ description: 'Items per page: default 20, at most 100.', minimum: 1, maximum: 100, default: 20 })
+  @ApiPropertyOptional({ type: 'integer', description: 'Items per page: default 20, at most 100.', minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
   @ToStrictInt()
   @IsInt()

@@ -5,9 +5,11 @@ export const MAX_JSON_DEPTH = 64;
 
 /**
  * Keys refused anywhere in a body or query, free-form maps (`attributes`, `env`) included: the validation pipe
- * would silently drop them, and code that copies or merges user objects could be steered by them.
+ * would silently drop them, and code that copies or merges user objects could be steered by them. Every name
+ * Object.prototype has (`toString`, `hasOwnProperty`, `valueOf`...) is one: class-transformer skips a key that
+ * names a function of the instance it fills, so the whitelist never saw `{"toString": 1}`.
  */
-export const RESERVED_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+export const RESERVED_KEYS: ReadonlySet<string> = new Set([...Object.getOwnPropertyNames(Object.prototype), 'prototype']);
 
 /** NUL (which PostgreSQL text and jsonb cannot hold) or a UTF-16 surrogate without its pair (not Unicode at all). */
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?:^|[^\ud800-\udbff])[\udc00-\udfff]/;

@@ -1,6 +1,12 @@
 import { Transform } from 'class-transformer';
-import { registerDecorator, ValidationOptions } from 'class-validator';
+import { registerDecorator, ValidateIf, ValidationOptions } from 'class-validator';
 import { DomainError } from '../errors/domain-error';
+
+/**
+ * An optional body field: only absence skips validation. Unlike `IsOptional`, `null` is a value like any other and is
+ * refused unless the field's own rules allow it (the OpenAPI document says which fields are nullable).
+ */
+export const Optional = (options?: ValidationOptions): PropertyDecorator => ValidateIf((_, value) => value !== undefined, options);
 
 /** A plain JSON object of at most `maxBytes` when serialised (attributes, free-form data). */
 export function IsJsonObject(maxBytes: number, options?: ValidationOptions): PropertyDecorator {

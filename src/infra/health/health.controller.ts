@@ -1,9 +1,10 @@
 import { Controller, Get, ServiceUnavailableException } from '@nestjs/common';
 import { HealthCheck, HealthCheckResult, HealthCheckService, HealthIndicatorService, TypeOrmHealthIndicator } from '@nestjs/terminus';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { DataSource } from 'typeorm';
 import { Access } from '../../common/auth/principal';
+import { ApiErrors } from '../../common/openapi/api-docs';
 import { DomainError } from '../../common/errors/domain-error';
 import { pendingMigrations } from '../database/migrations-runner';
 
@@ -23,6 +24,7 @@ export class HealthController {
 
   /** Liveness: the process is up and serving HTTP. */
   @Get('healthz')
+  @ApiOkResponse({ schema: { type: 'object', required: ['status'], additionalProperties: false, properties: { status: { type: 'string', enum: ['ok'] } } } })
   healthz(): { status: 'ok' } {
     return { status: 'ok' };
   }
@@ -33,6 +35,7 @@ export class HealthController {
    * pending; `details` lists the failed checks.
    */
   @Get('readyz')
+  @ApiErrors(503)
   @HealthCheck()
   async readyz(): Promise<HealthCheckResult> {
     try {

@@ -1,11 +1,12 @@
 import { Controller, Get, HttpCode, Post } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiAuthenticated, ApiErrors } from '../../common/openapi/api-docs';
 import { Access } from '../../common/auth/principal';
 import { InvariantsReport, InvariantsService } from './invariants.service';
 import { CleanupReport, MaintenanceService } from './maintenance.service';
 
 @ApiTags('admin')
-@ApiBearerAuth()
+@ApiAuthenticated()
 @Controller('admin/v1')
 @Access('admin')
 export class AdminController {
@@ -16,6 +17,8 @@ export class AdminController {
 
   /** Bounded clean-up passes (lapsed leases, cancelled queues, old idempotency keys, billing shards); what was done. */
   @Post('maintenance/cleanup')
+  @ApiOkResponse({ type: CleanupReport })
+  @ApiErrors(400, 413)
   @HttpCode(200)
   cleanup(): Promise<CleanupReport> {
     return this.maintenance.cleanup();
@@ -23,6 +26,7 @@ export class AdminController {
 
   /** Recomputes counters, job facts and run status from the raw rows; lists every mismatch (empty when all hold). */
   @Get('invariants')
+  @ApiOkResponse({ type: InvariantsReport })
   check(): Promise<InvariantsReport> {
     return this.invariants.check();
   }

@@ -1,13 +1,27 @@
 import { Injectable } from '@nestjs/common';
+import { ApiProperty } from '@nestjs/swagger';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobsService } from '../jobs/jobs.service';
 import { RunsService } from '../runs/runs.service';
 
-export interface InvariantsReport {
-  checked_at: string;
-  ok: boolean;
-  mismatches: { invariant: string; detail: string }[];
+export class InvariantMismatch {
+  @ApiProperty()
+  invariant!: string;
+
+  @ApiProperty()
+  detail!: string;
+}
+
+export class InvariantsReport {
+  @ApiProperty({ format: 'date-time' })
+  checked_at!: string;
+
+  @ApiProperty({ description: 'No mismatch.' })
+  ok!: boolean;
+
+  @ApiProperty({ type: () => InvariantMismatch, isArray: true, maxItems: 1000 })
+  mismatches!: InvariantMismatch[];
 }
 
 const MAX_REPORTED = 1000;

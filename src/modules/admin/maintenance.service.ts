@@ -1,13 +1,21 @@
 import { Injectable } from '@nestjs/common';
+import { ApiProperty } from '@nestjs/swagger';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
 import { BillingService } from '../billing/billing.service';
 import { WorkerLifecycleService } from '../workers/worker-lifecycle.service';
 
-export interface CleanupReport {
-  lapsed_leases_expired: number;
-  queued_submissions_terminated: number;
-  idempotency_keys_removed: number;
-  shard_rows_compacted: number;
+export class CleanupReport {
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  lapsed_leases_expired!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  queued_submissions_terminated!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  idempotency_keys_removed!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  shard_rows_compacted!: number;
 }
 
 /** One bounded pass of every clean-up the background loops also run, on demand, reporting what it did. */

@@ -1,11 +1,12 @@
 import { Body, Controller, Get, Post } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiAuthenticated, ApiErrors } from '../../common/openapi/api-docs';
 import { Access } from '../../common/auth/principal';
-import { NewRateDto, ResourceView } from './dto/billing.dto';
+import { NewRateDto, ResourceList, ResourceView } from './dto/billing.dto';
 import { BillingService } from './billing.service';
 
 @ApiTags('billing')
-@ApiBearerAuth()
+@ApiAuthenticated()
 @Controller('api/v1/resources')
 @Access('user')
 export class ResourcesController {
@@ -13,13 +14,14 @@ export class ResourcesController {
 
   /** The current rate of every resource. */
   @Get()
-  list(): Promise<{ items: ResourceView[] }> {
+  @ApiOkResponse({ type: ResourceList })
+  list(): Promise<ResourceList> {
     return this.billing.currentResources();
   }
 }
 
 @ApiTags('admin')
-@ApiBearerAuth()
+@ApiAuthenticated()
 @Controller('admin/v1/resources')
 @Access('admin')
 export class AdminResourcesController {
@@ -27,6 +29,8 @@ export class AdminResourcesController {
 
   /** A new version of a rate (or a new resource, with its unit); usage already pinned keeps its old rate. */
   @Post()
+  @ApiCreatedResponse({ type: ResourceView })
+  @ApiErrors(400, 409, 413)
   add(@Body() body: NewRateDto): Promise<ResourceView> {
     return this.billing.addRateVersion(body);
   }

@@ -11,11 +11,11 @@ import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { AddJobsDto } from './dto/job-group-requests.dto';
-import { CostView } from './dto/run-view.dto';
+import { JobGroupWithCost } from './dto/job-group-with-cost.dto';
 import { MAX_JOBS_PER_REQUEST } from './dto/submit-run.dto';
 import { RunsService } from './runs.service';
 
-export type JobGroupWithCost = JobGroupView & { cost: CostView };
+export type { JobGroupWithCost };
 
 /** The job-group routes of a run: each checks the run first, then works on its tree in one transaction. */
 @Injectable()

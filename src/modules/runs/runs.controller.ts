@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseInterceptors } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiAuthenticated, ApiErrors, ApiIdempotencyKey, ApiPageResponse, ApiProjectParam, ApiUuidParam } from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
 import { RawJsonInterceptor } from '../../common/json/raw-json';
@@ -12,7 +13,7 @@ import { RunsService } from './runs.service';
 
 
 @ApiTags('runs')
-@ApiBearerAuth()
+@ApiAuthenticated()
 @Controller('api/v1')
 @Access('user')
 @UseInterceptors(RawJsonInterceptor)
@@ -24,28 +25,45 @@ export class RunsController {
 
   /** Runs of every project the caller may see (admins: all), newest first unless `ascending=true`. */
   @Get('runs')
+  @ApiPageResponse(RunView)
+  @ApiErrors(400)
   listAll(@CurrentPrincipal() p: Principal, @Query() q: RunListQueryDto): Promise<Page<RunView>> {
     return this.runs.list(p, undefined, q);
   }
 
   @Post('projects/:project/runs')
+  @ApiProjectParam()
+  @ApiCreatedResponse({ type: RunView })
+  @ApiIdempotencyKey()
+  @ApiErrors(400, 402, 404, 409, 413)
   submit(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Body() body: SubmitRunDto, @IdempotencyKey() key?: string): Promise<RunView> {
     return this.runs.submit(p, project, body, key);
   }
 
   @Get('projects/:project/runs')
+  @ApiProjectParam()
+  @ApiPageResponse(RunView)
+  @ApiErrors(400, 404)
   list(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Query() q: RunListQueryDto): Promise<Page<RunView>> {
     return this.runs.list(p, project, q);
   }
 
   /** One run with its first `jobs_limit` jobs; `job_submissions_limit` omitted = every submission (up to 1,000) of each. */
   @Get('projects/:project/runs/:runId')
+  @ApiProjectParam()
+  @ApiUuidParam('runId', 'Run')
+  @ApiOkResponse({ type: RunView })
+  @ApiErrors(400, 404)
   get(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Query() q: RunGetQueryDto): Promise<RunView> {
     return this.runs.get(p, project, runId, q);
   }
 
   @Post('projects/:project/runs/:runId/stop')
   @HttpCode(200)
+  @ApiProjectParam()
+  @ApiUuidParam('runId', 'Run')
+  @ApiOkResponse({ type: RunView })
+  @ApiErrors(400, 404, 413)
   stop(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Body() body: StopRunDto): Promise<RunView> {
     return this.runs.stop(p, project, runId, body.abort ?? false);
   }
@@ -53,12 +71,21 @@ export class RunsController {
   /** Only finished runs (else 409 RUN_NOT_FINISHED); soft delete. */
   @Delete('projects/:project/runs/:runId')
   @HttpCode(204)
+  @ApiProjectParam()
+  @ApiUuidParam('runId', 'Run')
+  @ApiNoContentResponse({ description: 'Deleted.' })
+  @ApiErrors(400, 404, 409)
   delete(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string): Promise<void> {
     return this.runs.delete(p, project, runId);
   }
 
   /** A job's whole history, newest first, paginated. */
   @Get('projects/:project/runs/:runId/jobs/:jobId/submissions')
+  @ApiProjectParam()
+  @ApiUuidParam('runId', 'Run')
+  @ApiUuidParam('jobId', 'Job')
+  @ApiPageResponse(SubmissionView, 'Newest first.')
+  @ApiErrors(400, 404)
   async submissions(
     @CurrentPrincipal() p: Principal,
     @Param('project') project: string,

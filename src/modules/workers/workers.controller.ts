@@ -1,15 +1,16 @@
 import { Body, Controller, HttpCode, Param, ParseUUIDPipe, Post } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiAuthenticated, ApiErrors, ApiUuidParam } from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, type Principal } from '../../common/auth/principal';
 import { notFound } from '../../common/errors/domain-error';
-import { ClaimDto, ClaimedSubmissionView, CompleteDto, CompleteView, HeartbeatDto, RunningDto } from './dto/worker.dto';
+import { ClaimDto, ClaimView, CompleteDto, CompleteView, HeartbeatDto, HeartbeatView, RunningDto, RunningView } from './dto/worker.dto';
 import { WorkerLifecycleService } from './worker-lifecycle.service';
 
 const submissionId = new ParseUUIDPipe({ exceptionFactory: () => notFound('submission') });
 
 /** The internal API workers call; service-account tokens only. */
 @ApiTags('internal (workers)')
-@ApiBearerAuth()
+@ApiAuthenticated()
 @Controller('internal/v1/submissions')
 @Access('service')
 export class WorkersController {
@@ -18,21 +19,29 @@ export class WorkersController {
   /** Moves fitting queued submissions to `provisioning` with a lease; concurrent claimers never share one. */
   @Post('claim')
   @HttpCode(200)
-  claim(@CurrentPrincipal() principal: Principal, @Body() body: ClaimDto): Promise<{ submissions: ClaimedSubmissionView[] }> {
+  @ApiOkResponse({ type: ClaimView })
+  @ApiErrors(400, 413)
+  claim(@CurrentPrincipal() principal: Principal, @Body() body: ClaimDto): Promise<ClaimView> {
     return this.lifecycle.claim(principal, body);
   }
 
   /** Reports (running, heartbeat, complete) are accepted only from the account and worker id that claimed. */
   @Post(':id/running')
   @HttpCode(200)
-  running(@CurrentPrincipal() principal: Principal, @Param('id', submissionId) id: string, @Body() body: RunningDto) {
+  @ApiUuidParam('id', 'Submission')
+  @ApiOkResponse({ type: RunningView })
+  @ApiErrors(400, 404, 409, 413)
+  running(@CurrentPrincipal() principal: Principal, @Param('id', submissionId) id: string, @Body() body: RunningDto): Promise<RunningView> {
     return this.lifecycle.running(principal, id, body);
   }
 
   /** Renews the lease; `cancel_requested` once the submission's group, an ancestor, or the run is cancelled. */
   @Post(':id/heartbeat')
   @HttpCode(200)
-  heartbeat(@CurrentPrincipal() principal: Principal, @Param('id', submissionId) id: string, @Body() body: HeartbeatDto) {
+  @ApiUuidParam('id', 'Submission')
+  @ApiOkResponse({ type: HeartbeatView })
+  @ApiErrors(400, 404, 409, 413)
+  heartbeat(@CurrentPrincipal() principal: Principal, @Param('id', submissionId) id: string, @Body() body: HeartbeatDto): Promise<HeartbeatView> {
     return this.lifecycle.heartbeat(principal, id, body);
   }
 
@@ -43,6 +52,9 @@ export class WorkersController {
    */
   @Post(':id/complete')
   @HttpCode(200)
+  @ApiUuidParam('id', 'Submission')
+  @ApiOkResponse({ type: CompleteView })
+  @ApiErrors(400, 404, 409, 413)
   complete(@CurrentPrincipal() principal: Principal, @Param('id', submissionId) id: string, @Body() body: CompleteDto): Promise<CompleteView> {
     return this.lifecycle.complete(principal, id, body);
   }

@@ -1,22 +1,25 @@
-import { ApiPropertyOptional } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsBoolean, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'class-validator';
 import { Transform } from 'class-transformer';
 import { PageQueryDto } from '../../../common/pagination/cursor';
-import { IsJsonObject } from '../../../common/validation/validators';
+import { IsJsonObject, Optional } from '../../../common/validation/validators';
 
 export const MAX_DEPTH = 5;
 
 export class CreateJobGroupDto {
+  @ApiProperty({ type: 'integer', minimum: 0, maximum: 2_000_000_000, description: 'The parent group; 0 is the run.' })
   @IsInt()
   @Min(0)
   @Max(2_000_000_000)
   parent_id!: number;
 
-  @IsOptional()
+  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'At most 16,384 bytes of JSON.' })
+  @Optional()
   @IsJsonObject(16384)
   attributes?: Record<string, unknown>;
 
-  @IsOptional()
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000 })
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(1_000_000)
@@ -24,52 +27,88 @@ export class CreateJobGroupDto {
 }
 
 export class CancelJobGroupDto {
-  @IsOptional()
+  @ApiPropertyOptional({ maxLength: 256 })
+  @Optional()
   @IsString()
   @MaxLength(256)
   reason?: string;
 }
 
 export class ListGroupJobsQueryDto extends PageQueryDto {
+  @ApiPropertyOptional({ default: false, description: "Also the jobs of the group's descendants." })
   @IsOptional()
   @Transform(({ value }) => (value === 'true' ? true : value === 'false' ? false : value))
   @IsBoolean()
   recursive?: boolean;
 
-  @ApiPropertyOptional({ description: 'Comma list of effective job statuses (at most 200 characters).', maxLength: 200 })
+  @ApiPropertyOptional({ maxLength: 200, description: "Comma list of effective job statuses (at most 200 characters)." })
   @IsOptional()
   @IsString()
   @MaxLength(200)
   status?: string;
 }
 
-export interface GroupCounts {
-  n_jobs: number;
-  n_completed: number;
-  n_succeeded: number;
-  n_failed: number;
-  n_cancelled: number;
+export class GroupCounts {
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  n_jobs!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  n_completed!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  n_succeeded!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  n_failed!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  n_cancelled!: number;
 }
 
-export interface CancellationView {
-  job_group_id: number;
-  cancelled_at: string;
-  cancelled_by: string;
-  reason: string;
+export class CancellationView {
+  @ApiProperty({ type: 'integer', minimum: 0, description: 'The group the cancellation was made on (an ancestor, for a repeat under one).' })
+  job_group_id!: number;
+
+  @ApiProperty({ format: 'date-time' })
+  cancelled_at!: string;
+
+  @ApiProperty({ description: 'Name of the user, or `system`.' })
+  cancelled_by!: string;
+
+  @ApiProperty()
+  reason!: string;
 }
 
-export type GroupStatus = 'running' | 'success' | 'failure' | 'cancelled';
+export const GROUP_STATUSES = ['running', 'success', 'failure', 'cancelled'] as const;
+export type GroupStatus = (typeof GROUP_STATUSES)[number];
 
-export interface JobGroupView {
-  job_group_id: number;
-  parent_id: number | null;
-  depth: number;
-  attributes: Record<string, unknown>;
-  cancel_after_n_failures: number | null;
-  state: 'running' | 'complete';
-  status: GroupStatus;
-  cancellation: CancellationView | null;
-  counts: GroupCounts;
+export class JobGroupView {
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_group_id!: number;
+
+  @ApiProperty({ type: 'integer', nullable: true, description: 'null for the run (group 0).' })
+  parent_id!: number | null;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  depth!: number;
+
+  @ApiProperty({ type: 'object', additionalProperties: true })
+  attributes!: Record<string, unknown>;
+
+  @ApiProperty({ type: 'integer', nullable: true })
+  cancel_after_n_failures!: number | null;
+
+  @ApiProperty({ enum: ['running', 'complete'] })
+  state!: 'running' | 'complete';
+
+  @ApiProperty({ enum: GROUP_STATUSES, description: 'Precedence: failure > cancelled > success > running.' })
+  status!: GroupStatus;
+
+  @ApiProperty({ type: () => CancellationView, nullable: true })
+  cancellation!: CancellationView | null;
+
+  @ApiProperty({ type: () => GroupCounts, description: 'The whole subtree.' })
+  counts!: GroupCounts;
 }
 
 /** Reasons the system itself cancels for; they show as the termination reason of the jobs they stop. */

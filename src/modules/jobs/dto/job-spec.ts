@@ -1,3 +1,4 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
@@ -6,7 +7,6 @@ import {
   IsBoolean,
   IsInt,
   IsObject,
-  IsOptional,
   IsString,
   Matches,
   Max,
@@ -15,26 +15,29 @@ import {
   ValidateNested,
 } from 'class-validator';
 import type { RawJson } from '../../../common/json/raw-json';
-import { IsEnvMap, IsFixedPoint } from '../../../common/validation/validators';
+import { IsEnvMap, IsFixedPoint, Optional } from '../../../common/validation/validators';
 
 // The vocabulary lives in one place (the lifecycle's); re-exported here for the job views that use it.
-import type { SubmissionStatus } from '../../lifecycle/vocabulary';
+import { SUBMISSION_STATUSES, type SubmissionStatus } from '../../lifecycle/vocabulary';
 export { FINISHED_STATUSES, isFinished, SUBMISSION_STATUSES, type SubmissionStatus } from '../../lifecycle/vocabulary';
 /** Submissions per job a run view shows when `job_submissions_limit` is omitted ("all"), and the most it accepts. */
 export const MAX_RUN_VIEW_SUBMISSIONS = 1000;
 
 export class ResourcesDto {
+  @ApiProperty({ minimum: 0.001, maximum: 1024, description: 'CPUs, at most 3 decimals.' })
   @IsFixedPoint(3) // numeric(10, 3)
   @Min(0.001)
   @Max(1024)
   cpu!: number;
 
+  @ApiProperty({ type: 'integer', minimum: 1, maximum: 16 * 1024 * 1024 })
   @IsInt()
   @Min(1)
   @Max(16 * 1024 * 1024)
   memory_mib!: number;
 
-  @IsOptional()
+  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 64 })
+  @Optional()
   @IsInt()
   @Min(0)
   @Max(64)
@@ -42,6 +45,7 @@ export class ResourcesDto {
 }
 
 export class JobSpecDto {
+  @ApiProperty({ type: String, isArray: true, minItems: 1, maxItems: 1000, description: 'Run in order in one shell; each at most 65,536 characters.' })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(1000)
@@ -49,21 +53,30 @@ export class JobSpecDto {
   @MaxLength(65536, { each: true })
   commands!: string[];
 
-  @IsOptional()
+  @ApiPropertyOptional({ maxLength: 512 })
+  @Optional()
   @IsString()
   @MaxLength(512)
   image?: string;
 
-  @IsOptional()
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: { type: 'string', maxLength: 32768 },
+    maxProperties: 500,
+    description: 'Names like FOO_BAR (letters, digits, _; not starting with a digit; at most 256) to strings.',
+  })
+  @Optional()
   @IsEnvMap()
   env?: Record<string, string>;
 
+  @ApiProperty({ type: () => ResourcesDto })
   @IsObject()
   @ValidateNested()
   @Type(() => ResourcesDto)
   resources!: ResourcesDto;
 
-  @IsOptional()
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 30 * 24 * 3600 })
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(30 * 24 * 3600)
@@ -81,26 +94,31 @@ export type JobSpec = {
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 export class JobRequestDto {
-  @IsOptional()
+  @ApiPropertyOptional({ pattern: JOB_NAME.source })
+  @Optional()
   @IsString()
   @Matches(JOB_NAME, { message: 'must be 1-128 characters of letters, digits, _ . - starting with a letter or digit' })
   name?: string;
 
-  @IsOptional()
+  @ApiPropertyOptional({ maxLength: 128, description: 'The `ref` of a group of the same request (run submission only); absent: the root.' })
+  @Optional()
   @IsString()
   @MaxLength(128)
   group_ref?: string;
 
-  @IsOptional()
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 10000, default: 1 })
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(10000)
   replicas?: number;
 
-  @IsOptional()
+  @ApiPropertyOptional({ default: false })
+  @Optional()
   @IsBoolean()
   always_run?: boolean;
 
+  @ApiProperty({ type: () => JobSpecDto })
   @IsObject()
   @ValidateNested()
   @Type(() => JobSpecDto)
@@ -117,32 +135,83 @@ export interface NewJob {
   alwaysRun: boolean;
 }
 
-export interface SubmissionView {
-  id: string;
-  submission_num: number;
-  status: SubmissionStatus;
-  termination_reason: string | null;
-  exit_status: number | null;
-  submitted_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  provisioning_data: Record<string, unknown> | RawJson | null;
-  runtime_data: Record<string, unknown> | RawJson | null;
-  cost_usd: number;
+const FREE_FORM = { type: 'object', additionalProperties: true, nullable: true } as const;
+
+export class SubmissionView {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  submission_num!: number;
+
+  @ApiProperty({ enum: SUBMISSION_STATUSES })
+  status!: SubmissionStatus;
+
+  @ApiProperty({ type: String, nullable: true })
+  termination_reason!: string | null;
+
+  @ApiProperty({ type: 'integer', nullable: true })
+  exit_status!: number | null;
+
+  @ApiProperty({ format: 'date-time' })
+  submitted_at!: string;
+
+  @ApiProperty({ type: String, format: 'date-time', nullable: true })
+  started_at!: string | null;
+
+  @ApiProperty({ type: String, format: 'date-time', nullable: true })
+  finished_at!: string | null;
+
+  @ApiProperty({ ...FREE_FORM, description: 'What the worker reported when it started.' })
+  provisioning_data!: Record<string, unknown> | RawJson | null;
+
+  @ApiProperty({ ...FREE_FORM, description: 'What the worker reported on heartbeats.' })
+  runtime_data!: Record<string, unknown> | RawJson | null;
+
+  @ApiProperty()
+  cost_usd!: number;
 }
 
-export interface JobView {
-  id: string;
-  job_num: number;
-  replica_num: number;
-  job_name: string;
-  job_group_id: number;
-  status: SubmissionStatus;
-  termination_reason: string | null;
+export class JobView {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_num!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  replica_num!: number;
+
+  @ApiProperty()
+  job_name!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_group_id!: number;
+
+  @ApiProperty({ enum: SUBMISSION_STATUSES, description: 'Effective: `terminated` once an ancestor group is cancelled.' })
+  status!: SubmissionStatus;
+
+  @ApiProperty({ type: String, nullable: true })
+  termination_reason!: string | null;
+
   /** The group whose cancellation terminated this job, when that is why it is terminated. */
-  cancelled_job_group_id: number | null;
-  submission_count: number;
-  folded_submissions: Record<string, number>;
-  latest_job_submission: SubmissionView | null;
-  job_submissions: SubmissionView[];
+  @ApiProperty({ type: 'integer', nullable: true, description: 'The group whose cancellation terminated this job, when that is why.' })
+  cancelled_job_group_id!: number | null;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  submission_count!: number;
+
+  @ApiProperty({ type: 'object', additionalProperties: { type: 'integer' }, description: 'Submissions not listed, counted by termination reason.' })
+  folded_submissions!: Record<string, number>;
+
+  @ApiProperty({ type: () => SubmissionView, nullable: true })
+  latest_job_submission!: SubmissionView | null;
+
+  @ApiProperty({ type: () => SubmissionView, isArray: true, description: 'Ascending by submission_num.' })
+  job_submissions!: SubmissionView[];
+}
+
+export class JobList {
+  @ApiProperty({ type: () => JobView, isArray: true })
+  jobs!: JobView[];
 }

@@ -1,7 +1,8 @@
-import { Type } from 'class-transformer';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIn, IsInt, IsNumber, IsObject, IsOptional, IsString, Matches, Max, Min, registerDecorator, ValidateNested, ValidationArguments } from 'class-validator';
-import { IsJsonObject } from '../../../common/validation/validators';
+import { Type } from 'class-transformer';
+import { IsIn, IsInt, IsNumber, IsObject, IsString, Matches, Max, Min, registerDecorator, ValidateNested, ValidationArguments } from 'class-validator';
+import { IsJsonObject, Optional } from '../../../common/validation/validators';
+import { JobSpecDto, SUBMISSION_STATUSES, type SubmissionStatus } from '../../jobs/dto/job-spec';
 import {
   FINISHED_STATUSES,
   type FinishedStatus,
@@ -58,7 +59,7 @@ export class CapacityDto {
   memory_mib!: number;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 1024, default: 0, description: 'GPUs free on this worker.' })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(0)
   @Max(1024)
@@ -78,14 +79,14 @@ export class ClaimDto {
   @Matches(WORKER_ID, { message: WORKER_ID_RULE })
   worker_id!: string;
 
-  @ApiProperty({ type: CapacityDto, description: 'Only submissions whose resources fit in this capacity (all together) are handed out.' })
+  @ApiProperty({ type: () => CapacityDto, description: 'Only submissions whose resources fit in this capacity (all together) are handed out.' })
   @IsObject()
   @ValidateNested()
   @Type(() => CapacityDto)
   capacity!: CapacityDto;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 1, description: 'Submissions to hand out at most: default 1, at most 100 (each with its spec).' })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(1)
   @Max(100)
@@ -101,14 +102,14 @@ export class WorkerReportDto {
 
 export class RunningDto extends WorkerReportDto {
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'Any JSON object up to 64 KiB, stored and shown as sent.' })
-  @IsOptional()
+  @Optional()
   @IsJsonObject(65536)
   provisioning_data?: Record<string, unknown>;
 }
 
 export class HeartbeatDto extends WorkerReportDto {
   @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'Any JSON object up to 64 KiB, stored and shown as sent.' })
-  @IsOptional()
+  @Optional()
   @IsJsonObject(65536)
   runtime_data?: Record<string, unknown>;
 }
@@ -129,30 +130,85 @@ export class CompleteDto extends WorkerReportDto {
   termination_reason!: TerminationReason;
 
   @ApiPropertyOptional({ type: 'integer', minimum: -1_000_000, maximum: 1_000_000, description: "The process's exit status, if it ran." })
-  @IsOptional()
+  @Optional()
   @IsInt()
   @Min(-1_000_000)
   @Max(1_000_000)
   exit_status?: number;
 }
 
-export interface ClaimedSubmissionView {
-  id: string;
-  job_id: string;
-  run_id: string;
-  job_group_id: number;
-  job_num: number;
-  replica_num: number;
-  job_name: string;
-  submission_num: number;
-  spec: unknown;
-  lease_expires_at: string;
+export class ClaimedSubmissionView {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ format: 'uuid' })
+  job_id!: string;
+
+  @ApiProperty({ format: 'uuid' })
+  run_id!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_group_id!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  job_num!: number;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  replica_num!: number;
+
+  @ApiProperty()
+  job_name!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 0 })
+  submission_num!: number;
+
+  @ApiProperty({ type: () => JobSpecDto })
+  spec!: unknown;
+
+  @ApiProperty({ format: 'date-time' })
+  lease_expires_at!: string;
 }
 
-export interface CompleteView {
-  submission_id: string;
-  status: string;
-  termination_reason: string;
+export class ClaimView {
+  @ApiProperty({ type: () => ClaimedSubmissionView, isArray: true })
+  submissions!: ClaimedSubmissionView[];
+}
+
+export class RunningView {
+  @ApiProperty({ enum: ['running'] })
+  status!: string;
+
+  @ApiProperty({ type: String, format: 'date-time', nullable: true })
+  lease_expires_at!: string | null;
+}
+
+export class HeartbeatView {
+  @ApiProperty({ description: "The submission's group, an ancestor or the run was cancelled: stop the work." })
+  cancel_requested!: boolean;
+
+  @ApiProperty({ format: 'date-time' })
+  lease_expires_at!: string;
+}
+
+export class RetrySubmissionView {
+  @ApiProperty({ format: 'uuid' })
+  id!: string;
+
+  @ApiProperty({ type: 'integer', minimum: 1 })
+  submission_num!: number;
+}
+
+export class CompleteView {
+  @ApiProperty({ format: 'uuid' })
+  submission_id!: string;
+
+  @ApiProperty({ enum: SUBMISSION_STATUSES })
+  status!: SubmissionStatus | string;
+
+  @ApiProperty()
+  termination_reason!: string;
+
   /** The submission created to retry the job, when the failure is within the run's retry policy. */
-  retry_submission: { id: string; submission_num: number } | null;
+  @ApiProperty({ type: () => RetrySubmissionView, nullable: true, description: 'The submission created to retry the job, when the failure is within the retry policy.' })
+  retry_submission!: { id: string; submission_num: number } | null;
 }
