@@ -5,10 +5,9 @@ import { SwaggerModule } from '@nestjs/swagger';
 import { Logger } from 'nestjs-pino';
 import { buildOpenApiDocument } from './common/openapi/document';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
-import { BodylessRoutesInterceptor } from './common/http/bodyless-routes.interceptor';
+import { BodylessRoutesGuard } from './common/http/bodyless-routes.guard';
 import { answerClientErrors, bodyParserErrors, pathTextGuard } from './common/http/raw-request';
 import { apiValidationPipe } from './common/validation/validation.pipe';
-import { ReadRetryInterceptor } from './infra/database/read-retry';
 import { httpMetricsMiddleware } from './infra/metrics/http-metrics.middleware';
 import { MetricsService } from './infra/metrics/metrics.service';
 
@@ -22,9 +21,8 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   app.useBodyParser('urlencoded', { extended: true });
   app.use(bodyParserErrors());
   app.useGlobalPipes(apiValidationPipe());
-  app.useGlobalInterceptors(new BodylessRoutesInterceptor());
+  app.useGlobalGuards(new BodylessRoutesGuard());
   app.useGlobalFilters(new ApiExceptionFilter());
-  app.useGlobalInterceptors(new ReadRetryInterceptor());
   app.set('etag', false);
   app.set('x-powered-by', false);
   // Idle keep-alive connections stay open 65 s, not Node's 5 s: longer than the idle timeout of what usually sits in

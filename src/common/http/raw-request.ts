@@ -11,6 +11,7 @@ import { unstorableText } from '../validation/input-guard';
  */
 export function pathTextGuard(): RequestHandler {
   return (req: Request, _res: Response, next: NextFunction) => {
+    if (!req.url.includes('%')) return next(); // nothing encoded: every segment is plain text (the common case)
     const segments = req.path.split('/');
     for (let i = 1; i < segments.length; i++) {
       if (!segments[i].includes('%')) continue;

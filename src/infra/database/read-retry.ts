@@ -28,7 +28,9 @@ export async function retryReadOnce<T>(read: () => Promise<T>): Promise<T> {
 /**
  * GET and HEAD handlers only read (HTTP calls them safe, and every one here is): one whose database connection
  * was lost runs once more on a new connection before the client sees a 503. Other methods pass through; their
- * transactions are retried, when safe, by TransactionRunner.
+ * transactions are retried, when safe, by TransactionRunner. Put on the controllers that serve GETs, not globally:
+ * Nest wraps every interceptor in an AsyncResource and an rxjs chain per request, a cost the workers' POST-only
+ * routes (the hot path) should not pay.
  */
 @Injectable()
 export class ReadRetryInterceptor implements NestInterceptor {

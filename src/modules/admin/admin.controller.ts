@@ -1,12 +1,14 @@
-import { Controller, Get, HttpCode, Post } from '@nestjs/common';
+import { Controller, Get, HttpCode, Post, UseInterceptors } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiAuthenticated, ApiErrors } from '../../common/openapi/api-docs';
 import { Access } from '../../common/auth/principal';
 import { InvariantsReport, InvariantsService } from './invariants.service';
 import { CleanupReport, MaintenanceService } from './maintenance.service';
+import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 @ApiTags('admin')
 @ApiAuthenticated()
+@UseInterceptors(ReadRetryInterceptor)
 @Controller('admin/v1')
 @Access('admin')
 export class AdminController {

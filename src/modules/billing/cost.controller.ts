@@ -1,4 +1,4 @@
-import { Controller, Get, Param, Query } from '@nestjs/common';
+import { Controller, Get, Param, Query, UseInterceptors } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiAuthenticated, ApiErrors, ApiGroupParam, ApiProjectParam, ApiUuidParam } from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
@@ -9,6 +9,7 @@ import { UsersService } from '../users/users.service';
 import { RunsService } from '../runs/runs.service';
 import { BillingReport, BillingReportQueryDto, CostReport, ReportDimension } from './dto/billing.dto';
 import { BillingService } from './billing.service';
+import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 const group = new IntParamPipe('g', 'job group id');
 
@@ -16,6 +17,7 @@ const group = new IntParamPipe('g', 'job group id');
 @ApiTags('billing')
 @ApiAuthenticated()
 @ApiProjectParam()
+@UseInterceptors(ReadRetryInterceptor)
 @Controller('api/v1/projects/:project')
 @Access('user')
 export class CostController {

@@ -1,12 +1,14 @@
-import { Body, Controller, Get, Post } from '@nestjs/common';
+import { Body, Controller, Get, Post, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiAuthenticated, ApiErrors } from '../../common/openapi/api-docs';
 import { Access } from '../../common/auth/principal';
 import { NewRateDto, ResourceList, ResourceView } from './dto/billing.dto';
 import { BillingService } from './billing.service';
+import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 @ApiTags('billing')
 @ApiAuthenticated()
+@UseInterceptors(ReadRetryInterceptor)
 @Controller('api/v1/resources')
 @Access('user')
 export class ResourcesController {

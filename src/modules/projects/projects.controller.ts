@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Param, Patch, Post, Put, Query } from '@nestjs/common';
+import { Body, Controller, Get, Param, Patch, Post, Put, Query, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiAuthenticated, ApiErrors, ApiIdempotencyKey, ApiPageResponse, ApiProjectParam } from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
@@ -6,9 +6,11 @@ import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorat
 import { Page, PageQueryDto } from '../../common/pagination/cursor';
 import { CreateProjectDto, ProjectView, SetMembersDto, UpdateProjectDto } from './dto/project.dto';
 import { ProjectsService } from './projects.service';
+import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 @ApiTags('projects')
 @ApiAuthenticated()
+@UseInterceptors(ReadRetryInterceptor)
 @Controller('api/v1/projects')
 @Access('user')
 export class ProjectsController {

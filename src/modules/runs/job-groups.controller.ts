@@ -11,6 +11,7 @@ import { JobList, JobView } from '../jobs/dto/job-spec';
 import { AddJobsDto } from './dto/job-group-requests.dto';
 import { JobGroupWithCost } from './dto/job-group-with-cost.dto';
 import { RunJobGroupsService } from './run-job-groups.service';
+import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 const group = new IntParamPipe('g', 'job group id');
 
@@ -20,7 +21,7 @@ const group = new IntParamPipe('g', 'job group id');
 @ApiUuidParam('runId', 'Run')
 @Controller('api/v1/projects/:project/runs/:runId/job-groups')
 @Access('user')
-@UseInterceptors(RawJsonInterceptor)
+@UseInterceptors(ReadRetryInterceptor, RawJsonInterceptor)
 export class JobGroupsController {
   constructor(private readonly groups: RunJobGroupsService) {}
 

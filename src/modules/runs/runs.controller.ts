@@ -10,13 +10,14 @@ import { JobsService } from '../jobs/jobs.service';
 import { RunGetQueryDto, RunListQueryDto, RunView } from './dto/run-view.dto';
 import { StopRunDto, SubmitRunDto } from './dto/submit-run.dto';
 import { RunsService } from './runs.service';
+import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 
 @ApiTags('runs')
 @ApiAuthenticated()
 @Controller('api/v1')
 @Access('user')
-@UseInterceptors(RawJsonInterceptor)
+@UseInterceptors(ReadRetryInterceptor, RawJsonInterceptor)
 export class RunsController {
   constructor(
     private readonly runs: RunsService,

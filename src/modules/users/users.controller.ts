@@ -1,13 +1,15 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { ApiAuthenticated, ApiErrors, ApiPageResponse, ApiUuidParam } from '../../common/openapi/api-docs';
 import { Page, PageQueryDto } from '../../common/pagination/cursor';
 import { CreateUserDto, IssuedToken, TokenView, UserView, UserWithToken } from './dto/user.dto';
 import { UsersService } from './users.service';
+import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 @ApiTags('users')
 @ApiAuthenticated()
+@UseInterceptors(ReadRetryInterceptor)
 @Controller('api/v1/users')
 export class UsersController {
   constructor(private readonly users: UsersService) {}
