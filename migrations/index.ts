@@ -9,6 +9,7 @@ import { AddAbortedToJobGroupCounters1765238400000 } from './1765238400000-AddAb
 import { AddClaimedByUserIdToJobSubmissions1765324800000 } from './1765324800000-AddClaimedByUserIdToJobSubmissions';
 import { StoreIdempotencyResourceReferences1765497600000 } from './1765497600000-StoreIdempotencyResourceReferences';
 import { AddUnfinishedRunsIndex1765497600001 } from './1765497600001-AddUnfinishedRunsIndex';
+import { AddDeadlineAtToJobSubmissions1765670400000 } from './1765670400000-AddDeadlineAtToJobSubmissions';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -23,4 +24,5 @@ export const MIGRATIONS = [
   AddClaimedByUserIdToJobSubmissions1765324800000,
   StoreIdempotencyResourceReferences1765497600000,
   AddUnfinishedRunsIndex1765497600001,
+  AddDeadlineAtToJobSubmissions1765670400000,
 ];

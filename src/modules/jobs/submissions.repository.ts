@@ -173,7 +173,8 @@ export class SubmissionsRepository {
       'lifecycle_set_running',
       `WITH started AS (
          UPDATE job_submissions SET status = 'running', started_at = now(), last_heartbeat_at = now(),
-                lease_expires_at = now() + make_interval(secs => $4), provisioning_data = coalesce($3::json, provisioning_data)
+                lease_expires_at = now() + make_interval(secs => $4), provisioning_data = coalesce($3::json, provisioning_data),
+                deadline_at = now() + make_interval(secs => (SELECT (spec->>'max_duration_s')::float8 FROM jobs WHERE id = $2))
           WHERE id = $1
       RETURNING lease_expires_at
        )
@@ -284,6 +285,19 @@ export class SubmissionsRepository {
       [runId, groupIds, status, reason, limit],
     );
     return row;
+  }
+
+  /** Running submissions past their job's max_duration_s, oldest deadline first, locked (skipping locked ones). */
+  async lockOverdue(m: EntityManager, limit: number): Promise<JobSubmission[]> {
+    return m
+      .getRepository(JobSubmission)
+      .createQueryBuilder('s')
+      .where(`s.status IN ('running', 'terminating') AND s.deadline_at IS NOT NULL AND s.deadline_at < now()`)
+      .orderBy('s.deadline_at')
+      .limit(limit)
+      .setLock('pessimistic_write')
+      .setOnLocked('skip_locked')
+      .getMany();
   }
 
   /** Claimed or running submissions whose worker stopped renewing the lease, locked. */

@@ -79,6 +79,10 @@ export class SubmissionsService {
     return this.subs.terminateQueued(m, runId, groupIds, status, reason, limit);
   }
 
+  lockOverdue(m: EntityManager, limit: number): Promise<JobSubmission[]> {
+    return this.subs.lockOverdue(m, limit);
+  }
+
   lockLapsed(m: EntityManager, limit: number): Promise<JobSubmission[]> {
     return this.subs.lockLapsed(m, limit);
   }

@@ -30,6 +30,7 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
 
   readonly loops: Loop[] = [
     { name: 'lapsed_leases', everyMs: 2000, pass: () => this.lifecycle.expireLapsedLeases(200) },
+    { name: 'max_duration', everyMs: 1000, pass: () => this.lifecycle.expireOverdue(200) },
     { name: 'cancelled_sweep', everyMs: 1000, pass: () => this.lifecycle.sweepCancelled(20, 1000) },
     { name: 'budget', everyMs: 5000, pass: () => this.budget.enforce(100) },
     { name: 'cleanup', everyMs: 60_000, pass: () => this.idempotency.purgeOlderThan(24 * 3600, 1000) },

@@ -212,6 +212,24 @@ export class WorkerLifecycleService {
     });
   }
 
+  /**
+   * Ends running submissions past their job's `max_duration_s` as `terminated`/`max_duration_exceeded`, even when
+   * their worker is silent: billed up to now, never retried (no retry event maps from that reason). The worker's
+   * next report is refused as stale (409), which tells it to stop the process.
+   */
+  async expireOverdue(limit: number): Promise<number> {
+    return this.tx.run(async (m) => {
+      const overdue = await this.subs.lockOverdue(m, limit);
+      for (const s of overdue) {
+        const locked = await this.subs.lockWithJob(m, s.id);
+        if (!locked || locked.job.latestSubmissionId !== s.id) continue;
+        await this.billing.closeAttempt(m, s.id);
+        await this.finishLocked(m, locked.submission, locked.job, 'terminated', 'max_duration_exceeded', null);
+      }
+      return overdue.length;
+    });
+  }
+
   /** Terminates, in bounded batches, queued submissions below cancellations not yet swept. */
   async sweepCancelled(maxCancellations: number, batch: number): Promise<number> {
     let total = 0;

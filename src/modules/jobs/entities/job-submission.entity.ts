@@ -7,6 +7,7 @@ import type { SubmissionStatus } from '../dto/job-spec';
 @Index('uq_job_submissions_job_id_submission_num', ['jobId', 'submissionNum'], { unique: true })
 @Index('idx_job_submissions_queue', ['priority', 'submittedAt', 'id'], { where: `status = 'submitted'` })
 @Index('idx_job_submissions_lease', ['leaseExpiresAt'], { where: `status IN ('provisioning', 'running', 'terminating')` })
+@Index('idx_job_submissions_deadline', ['deadlineAt'], { where: `status IN ('running', 'terminating') AND deadline_at IS NOT NULL` })
 @Index('idx_job_submissions_run_id_job_group_id', ['runId', 'jobGroupId'], { where: `status = 'submitted'` })
 @Check('ck_job_submissions_status', `status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted')`)
 export class JobSubmission {
@@ -71,6 +72,10 @@ export class JobSubmission {
 
   @Column({ type: 'timestamptz', nullable: true })
   leaseExpiresAt!: Date | null;
+
+  /** started_at + the job's max_duration_s, set at `running`: past it the server ends the submission. */
+  @Column({ type: 'timestamptz', nullable: true })
+  deadlineAt!: Date | null;
 
   @Column({ type: 'timestamptz', nullable: true })
   lastHeartbeatAt!: Date | null;
