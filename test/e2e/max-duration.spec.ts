@@ -10,7 +10,8 @@ describe('max_duration_s enforced by the server: overdue running submissions end
   let admin: TestUser;
   let project: string;
   beforeAll(async () => {
-    t = await createTestApp();
+    // Its own database: another file's queued work ahead in a shared queue could fill the claims it makes.
+    t = await createTestApp({}, { ownDatabase: 'maxdur' });
     owner = await t.user();
     service = await t.user('service');
     admin = await t.user('admin');

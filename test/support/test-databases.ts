@@ -59,7 +59,7 @@ function isAlive(pid: number): boolean {
  * Test files that check whole-database properties and so get a database of their own. On the embedded database
  * (PGlite can only start outside jest's sandbox) global setup starts one per name.
  */
-export const OWN_DATABASES = ['billing', 'lifecycle', 'workers', 'workload', 'bounded', 'outage', 'openapi'] as const;
+export const OWN_DATABASES = ['billing', 'lifecycle', 'workers', 'workload', 'bounded', 'outage', 'maxdur', 'openapi'] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
 export const embeddedUrlVariable = (own: string) => `RUNPLANE_TEST_EMBEDDED_URL_${own.toUpperCase()}`;
