@@ -29,7 +29,8 @@ async function serverReachable(url) {
 }
 
 module.exports = async () => {
-  const adminUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+  const adminUrl =
+    process.env.TEST_DATABASE_URL || process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
   const embedded = process.env.RUNPLANE_TEST_EMBEDDED === '1' || !(await serverReachable(adminUrl));
   process.env.RUNPLANE_TEST_EMBEDDED = embedded ? '1' : '0';
   process.env.RUNPLANE_TEST_ADMIN_URL = adminUrl;

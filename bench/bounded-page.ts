@@ -1,5 +1,16 @@
 import { performance } from 'node:perf_hooks';
-import { BenchEnv, fmtBytes, fmtInt, fmtMs, fmtRatio, log, measureSideBySide, printTable, QUICK, TargetResult } from './support';
+import {
+  BenchEnv,
+  fmtBytes,
+  fmtInt,
+  fmtMs,
+  fmtRatio,
+  log,
+  measureSideBySide,
+  printTable,
+  QUICK,
+  TargetResult,
+} from './support';
 
 /**
  * Bounded pages (issue #17, "An unbounded page"): GET /projects/{p}/runs with default parameters (limit 20,
@@ -38,13 +49,20 @@ interface Page {
 }
 
 export async function runBoundedPage(env: BenchEnv): Promise<TargetResult[]> {
-  const projects = { big: await env.createProject('bench-bounded-big'), small: await env.createProject('bench-bounded-small'), tiny: await env.createProject('bench-bounded-tiny') };
+  const projects = {
+    big: await env.createProject('bench-bounded-big'),
+    small: await env.createProject('bench-bounded-small'),
+    tiny: await env.createProject('bench-bounded-tiny'),
+  };
   const sizes = { big: BIG_JOBS, small: SMALL_JOBS, tiny: TINY_JOBS };
   const t0 = performance.now();
   for (const kind of ['big', 'small', 'tiny'] as const) {
-    for (let r = 0; r < RUNS; r++) await env.http('POST', `/api/v1/projects/${projects[kind]}/runs`, runBody(sizes[kind]), 201);
+    for (let r = 0; r < RUNS; r++)
+      await env.http('POST', `/api/v1/projects/${projects[kind]}/runs`, runBody(sizes[kind]), 201);
   }
-  log(`loaded ${RUNS} runs × ${fmtInt(BIG_JOBS)} jobs, ${RUNS} × ${SMALL_JOBS} and ${RUNS} × ${TINY_JOBS} through the API in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  log(
+    `loaded ${RUNS} runs × ${fmtInt(BIG_JOBS)} jobs, ${RUNS} × ${SMALL_JOBS} and ${RUNS} × ${TINY_JOBS} through the API in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
   await env.pool.query('ANALYZE');
   await env.assertInvariants('loading');
 
@@ -53,8 +71,14 @@ export async function runBoundedPage(env: BenchEnv): Promise<TargetResult[]> {
   for (const kind of ['big', 'small', 'tiny'] as const) {
     const { body } = await env.http<Page>('GET', pageUrl(kind), undefined, 200);
     const shown = Math.min(sizes[kind], 100);
-    const wrong = body.items.filter((r) => r.jobs.length !== shown || r.jobs_truncated !== sizes[kind] > 100 || r.job_counts.submitted !== sizes[kind]);
-    if (body.items.length !== RUNS || wrong.length > 0) throw new Error(`${kind} page: ${body.items.length} runs, ${wrong.length} with wrong jobs/jobs_truncated/job_counts`);
+    const wrong = body.items.filter(
+      (r) =>
+        r.jobs.length !== shown || r.jobs_truncated !== sizes[kind] > 100 || r.job_counts.submitted !== sizes[kind],
+    );
+    if (body.items.length !== RUNS || wrong.length > 0)
+      throw new Error(
+        `${kind} page: ${body.items.length} runs, ${wrong.length} with wrong jobs/jobs_truncated/job_counts`,
+      );
   }
 
   const bytes = { big: 0, small: 0, tiny: 0 };
@@ -83,7 +107,12 @@ export async function runBoundedPage(env: BenchEnv): Promise<TargetResult[]> {
     [`before the fix: 18 runs × 10,000 jobs at limit=20 answered 139 MB in 8.1 s (issue #17)`],
   );
   return [
-    { suite: SUITE, target: `page over ${RUNS} runs × ${fmtInt(BIG_JOBS)} jobs < 5 MB`, measured: fmtBytes(bytes.big), pass: bytes.big < MAX_BYTES },
+    {
+      suite: SUITE,
+      target: `page over ${RUNS} runs × ${fmtInt(BIG_JOBS)} jobs < 5 MB`,
+      measured: fmtBytes(bytes.big),
+      pass: bytes.big < MAX_BYTES,
+    },
     {
       suite: SUITE,
       target: `its p50 ≤ 2× a page over ${RUNS} small runs (${SMALL_JOBS} jobs each, same jobs shown)`,

@@ -25,7 +25,11 @@ export function httpPost(baseUrl: string, token: string): Post {
           port: base.port,
           path,
           method: 'POST',
-          headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
+          headers: {
+            Authorization: `Bearer ${token}`,
+            'Content-Type': 'application/json',
+            'Content-Length': Buffer.byteLength(payload),
+          },
         },
         (res) => {
           const chunks: Buffer[] = [];
@@ -76,7 +80,11 @@ export class ReferenceWorker {
   ) {}
 
   async claim(limit = 1): Promise<Claimed[]> {
-    const res = await this.post('/internal/v1/submissions/claim', { worker_id: this.workerId, capacity: this.capacity, limit });
+    const res = await this.post('/internal/v1/submissions/claim', {
+      worker_id: this.workerId,
+      capacity: this.capacity,
+      limit,
+    });
     if (res.status !== 200) throw new Error(`claim: ${res.status} ${JSON.stringify(res.body)}`);
     return res.body.submissions;
   }
@@ -94,7 +102,8 @@ export class ReferenceWorker {
   }
 
   /** Runs one claimed submission to the end: running, a heartbeat (stopping early if cancel is requested), complete. */
-  async execute(s: Claimed, outcome: Outcome): Promise<{ status: number; body: any; cancelled: boolean }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  async execute(s: Claimed, outcome: Outcome): Promise<{ status: number; body: any; cancelled: boolean }> {
+    // eslint-disable-line @typescript-eslint/no-explicit-any
     // A job that could not start never reports running (the one such outcome the tests and benches use).
     if (outcome.termination_reason !== 'failed_to_start_due_to_no_capacity') {
       const r = await this.running(s.id);

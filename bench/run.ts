@@ -5,7 +5,17 @@ import { runBoundedPage } from './bounded-page';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
-import { ADMIN_URL, BenchEnv, isInterrupted, log, printTable, QUICK, TargetResult, verdict, withBenchEnv } from './support';
+import {
+  ADMIN_URL,
+  BenchEnv,
+  isInterrupted,
+  log,
+  printTable,
+  QUICK,
+  TargetResult,
+  verdict,
+  withBenchEnv,
+} from './support';
 
 /**
  * `npm run bench [-- <suite> ...]`: each suite in its own fresh database with the real app in-process, then a
@@ -23,7 +33,9 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
 async function main(argv: string[]): Promise<number> {
   const args = argv.filter((a) => a !== '--');
   if (args.includes('--help') || args.includes('-h')) {
-    log(`usage: npm run bench [-- ${Object.keys(SUITES).join(' | ')} ...]   (default: all)\n  env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_QUICK=1 (small shapes, to check the scripts), BENCH_ITERATIONS (timed iterations),\n       BENCH_H_LEVELS (runs-list history levels, default 1,10,100,1000), BENCH_EXPLAIN=1 (runs-list: EXPLAIN ANALYZE of the SQL contenders at the deepest H)`);
+    log(
+      `usage: npm run bench [-- ${Object.keys(SUITES).join(' | ')} ...]   (default: all)\n  env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_QUICK=1 (small shapes, to check the scripts), BENCH_ITERATIONS (timed iterations),\n       BENCH_H_LEVELS (runs-list history levels, default 1,10,100,1000), BENCH_EXPLAIN=1 (runs-list: EXPLAIN ANALYZE of the SQL contenders at the deepest H)`,
+    );
     return 0;
   }
   const unknown = args.filter((a) => !(a in SUITES));
@@ -33,7 +45,9 @@ async function main(argv: string[]): Promise<number> {
   }
   const selected = args.length > 0 ? args : Object.keys(SUITES);
   const server = new URL(ADMIN_URL);
-  log(`runplane bench: ${selected.join(', ')} on PostgreSQL at ${server.host}${QUICK ? ' (BENCH_QUICK=1: small shapes, figures NOT meaningful)' : ''}; node ${process.version}`);
+  log(
+    `runplane bench: ${selected.join(', ')} on PostgreSQL at ${server.host}${QUICK ? ' (BENCH_QUICK=1: small shapes, figures NOT meaningful)' : ''}; node ${process.version}`,
+  );
 
   const t0 = performance.now();
   const results: TargetResult[] = [];

@@ -39,7 +39,11 @@ const BACKGROUND_RUNS = QUICK ? 20 : 200;
 /** History of the background runs' jobs (half with gaps), loaded once. */
 const BACKGROUND_H = 20;
 /** BENCH_H_LEVELS=1,10,1000 overrides the levels (must start at 1 and include 10 for the N=10 ratio). */
-const H_LEVELS = process.env.BENCH_H_LEVELS ? process.env.BENCH_H_LEVELS.split(',').map(Number) : QUICK ? [1, 10, 50] : [1, 10, 100, 1000];
+const H_LEVELS = process.env.BENCH_H_LEVELS
+  ? process.env.BENCH_H_LEVELS.split(',').map(Number)
+  : QUICK
+    ? [1, 10, 50]
+    : [1, 10, 100, 1000];
 /** BENCH_EXPLAIN=1 prints EXPLAIN (ANALYZE, BUFFERS) of the SQL contenders at the deepest H. */
 const EXPLAIN = process.env.BENCH_EXPLAIN === '1';
 const H_MAX = H_LEVELS[H_LEVELS.length - 1];
@@ -64,7 +68,9 @@ const pick = <T>(xs: readonly T[]): T => xs[randomInt(xs.length)];
 /** A job spec of ~2.5–3.5 KB: a few commands and an environment of hashes, tokens and paths. */
 function bigJobSpec(i: number): Record<string, unknown> {
   const env: Record<string, string> = {};
-  for (let k = 0; k < 28; k++) env[`BENCH_VAR_${k}_${pick(['PATH', 'TOKEN', 'URL', 'HASH', 'MODE'])}`] = `${pick(['s3://bucket/', 'https://hub.example/', '/mnt/data/', ''])}${hex(24 + randomInt(16))}`;
+  for (let k = 0; k < 28; k++)
+    env[`BENCH_VAR_${k}_${pick(['PATH', 'TOKEN', 'URL', 'HASH', 'MODE'])}`] =
+      `${pick(['s3://bucket/', 'https://hub.example/', '/mnt/data/', ''])}${hex(24 + randomInt(16))}`;
   return {
     commands: [
       'pip install -r requirements.txt',
@@ -91,7 +97,11 @@ function payload(): { pd: Record<string, unknown>; rd: Record<string, unknown> }
       resources: {
         cpus: pick([4, 8, 16, 96]),
         memory_mib: pick([16384, 32768, 65536, 1179648]),
-        gpus: Array.from({ length: pick([1, 1, 2, 4, 8]) }, () => ({ name: gpu, memory_mib: pick([16384, 24576, 40960, 81920]), vendor: 'nvidia' })),
+        gpus: Array.from({ length: pick([1, 1, 2, 4, 8]) }, () => ({
+          name: gpu,
+          memory_mib: pick([16384, 24576, 40960, 81920]),
+          vendor: 'nvidia',
+        })),
         spot: randomInt(2) === 1,
         disk: { size_mib: pick([102400, 204800, 512000]) },
         description: `${gpu} instance with local NVMe, EFA networking and ${pick([1, 2, 4])} ENIs`,
@@ -106,17 +116,34 @@ function payload(): { pd: Record<string, unknown>; rd: Record<string, unknown> }
     ssh_port: 22,
     dockerized: true,
     ssh_proxy: null,
-    backend_data: JSON.stringify({ reservation_id: hex(10), placement_group: `pg-${hex(6)}`, launch_template: hex(40), tags: Array.from({ length: 6 }, () => hex(12)) }),
+    backend_data: JSON.stringify({
+      reservation_id: hex(10),
+      placement_group: `pg-${hex(6)}`,
+      launch_template: hex(40),
+      tags: Array.from({ length: 6 }, () => hex(12)),
+    }),
     reservation: null,
-    volumes: Array.from({ length: 1 + randomInt(3) }, () => ({ volume_id: `vol-${hex(9)}`, device_name: `/dev/sd${pick(['f', 'g', 'h'])}`, size_gb: pick([100, 500, 1000]) })),
+    volumes: Array.from({ length: 1 + randomInt(3) }, () => ({
+      volume_id: `vol-${hex(9)}`,
+      device_name: `/dev/sd${pick(['f', 'g', 'h'])}`,
+      size_gb: pick([100, 500, 1000]),
+    })),
   };
   const rd = {
     network_mode: pick(['host', 'bridge']),
-    ports: Object.fromEntries(Array.from({ length: 2 + randomInt(4) }, (_, i) => [String(8000 + i), 30000 + randomInt(30000)])),
+    ports: Object.fromEntries(
+      Array.from({ length: 2 + randomInt(4) }, (_, i) => [String(8000 + i), 30000 + randomInt(30000)]),
+    ),
     volume_names: Array.from({ length: 1 + randomInt(3) }, () => `vol-${hex(6)}`),
     working_dir: `/workflow/${hex(6)}`,
     username: 'root',
-    offer: { price: Number((Math.random() * 40).toFixed(4)), availability: 'available', instance: { name: gpu, region }, blocks: 1, total_blocks: 1 },
+    offer: {
+      price: Number((Math.random() * 40).toFixed(4)),
+      availability: 'available',
+      instance: { name: gpu, region },
+      blocks: 1,
+      total_blocks: 1,
+    },
     // Free-form runner state: sized so that the two documents together span 2–5 KB.
     runner_state: Array.from({ length: 7 + randomInt(24) }, () => ({ key: hex(6), value: hex(16 + randomInt(16)) })),
   };
@@ -158,7 +185,12 @@ async function inTransaction<T>(env: BenchEnv, fn: (c: PoolClient) => Promise<T>
   }
 }
 
-const PROJECT_OF: Record<JobSet, string> = { listed: LISTED_PROJECT, background: BACKGROUND_PROJECT, h1: BASE_PROJECTS[1], h10: BASE_PROJECTS[10] };
+const PROJECT_OF: Record<JobSet, string> = {
+  listed: LISTED_PROJECT,
+  background: BACKGROUND_PROJECT,
+  h1: BASE_PROJECTS[1],
+  h10: BASE_PROJECTS[10],
+};
 
 /** Runs through the API: the listed project's runs interleaved with the background project's and the twins'. */
 async function submitRuns(env: BenchEnv): Promise<Map<string, JobSet>> {
@@ -185,7 +217,8 @@ async function submitRuns(env: BenchEnv): Promise<Map<string, JobSet>> {
         { retry: RETRY, jobs: [0, 1].map((j) => ({ name: `train-${j}`, spec: bigJobSpec(i * 2 + j), replicas: 2 })) },
         201,
       );
-      if (res.body.jobs.length !== 4) throw new Error(`run submission returned ${res.body.jobs.length} jobs, expected 4`);
+      if (res.body.jobs.length !== 4)
+        throw new Error(`run submission returned ${res.body.jobs.length} jobs, expected 4`);
       setOfRun.set(res.body.id, plan[i]);
     }
   };
@@ -196,7 +229,9 @@ async function submitRuns(env: BenchEnv): Promise<Map<string, JobSet>> {
 /** Bench-only helper tables: which set each job is in and whether it is gapped, and a pool of JSON documents. */
 async function prepareHelpers(env: BenchEnv, setOfRun: Map<string, JobSet>): Promise<void> {
   await inTransaction(env, async (c) => {
-    await c.query(`CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, set text NOT NULL, gapped boolean NOT NULL, salt int NOT NULL)`);
+    await c.query(
+      `CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, set text NOT NULL, gapped boolean NOT NULL, salt int NOT NULL)`,
+    );
     // Half of the jobs of each set get gaps: alternate jobs in (run, job_num, replica_num) order.
     await c.query(
       `INSERT INTO bench_jobs (job_id, run_id, set, gapped, salt)
@@ -326,17 +361,29 @@ async function bruteForce(env: BenchEnv, jobIds: string[], ns: number[]): Promis
     const m = new Map<string, string[]>();
     for (const [job, subs] of perJob) {
       const desc = [...subs].sort((a, b) => b.num - a.num);
-      m.set(job, desc.slice(0, n).reverse().map((s) => s.id));
+      m.set(
+        job,
+        desc
+          .slice(0, n)
+          .reverse()
+          .map((s) => s.id),
+      );
     }
     out.set(n, m);
   }
   return out;
 }
 
-const listPath = (n: number, project = LISTED_PROJECT) => `/api/v1/projects/${project}/runs?limit=100&job_submissions_limit=${n}`;
+const listPath = (n: number, project = LISTED_PROJECT) =>
+  `/api/v1/projects/${project}/runs?limit=100&job_submissions_limit=${n}`;
 
 /** Checks the endpoint against the brute force for every job; throws (loudly) on any difference. */
-async function checkExact(env: BenchEnv, h: number, listedRunIds: string[], gappedByJob: Map<string, boolean>): Promise<string[]> {
+async function checkExact(
+  env: BenchEnv,
+  h: number,
+  listedRunIds: string[],
+  gappedByJob: Map<string, boolean>,
+): Promise<string[]> {
   const listedJobIds = [...gappedByJob.keys()];
   const expected = await bruteForce(env, listedJobIds, EXACT_NS);
   const lines: string[] = [];
@@ -360,24 +407,34 @@ async function checkExact(env: BenchEnv, h: number, listedRunIds: string[], gapp
           continue;
         }
         if (got.length !== want.length || got.some((id, i) => id !== want[i])) {
-          problems.push(`H=${h} N=${n} job ${job.id}: got [${job.job_submissions.map((s) => s.submission_num).join(',')}] ids ${got.join(',')}; expected ids ${want.join(',')}`);
+          problems.push(
+            `H=${h} N=${n} job ${job.id}: got [${job.job_submissions.map((s) => s.submission_num).join(',')}] ids ${got.join(',')}; expected ids ${want.join(',')}`,
+          );
         }
         const nums = job.job_submissions.map((s) => s.submission_num);
-        if (nums.some((x, i) => i > 0 && x <= nums[i - 1])) problems.push(`job ${job.id}: submissions not ascending: ${nums.join(',')}`);
+        if (nums.some((x, i) => i > 0 && x <= nums[i - 1]))
+          problems.push(`job ${job.id}: submissions not ascending: ${nums.join(',')}`);
         const newest = want[want.length - 1];
-        if (job.latest_job_submission?.id !== newest) problems.push(`job ${job.id}: latest_job_submission ${job.latest_job_submission?.id} ≠ newest ${newest}`);
+        if (job.latest_job_submission?.id !== newest)
+          problems.push(`job ${job.id}: latest_job_submission ${job.latest_job_submission?.id} ≠ newest ${newest}`);
         const made = numberOf(h - 1, gappedByJob.get(job.id)!) + 1;
         const folded = (job.folded_submissions[FOLDED_REASON] ?? 0) as number;
         if (job.submission_count !== made || folded !== made - h) {
-          problems.push(`job ${job.id}: submission_count ${job.submission_count}, folded ${folded}; expected ${made} made, ${made - h} folded`);
+          problems.push(
+            `job ${job.id}: submission_count ${job.submission_count}, folded ${folded}; expected ${made} made, ${made - h} folded`,
+          );
         }
       }
     }
     if (jobs !== listedJobIds.length) problems.push(`page has ${jobs} jobs, expected ${listedJobIds.length}`);
     if (problems.length > 0) {
-      throw new Error(`EXACTNESS FAILED at H=${h}, N=${n}: ${problems.length} problems; first ones:\n  ${problems.slice(0, 10).join('\n  ')}`);
+      throw new Error(
+        `EXACTNESS FAILED at H=${h}, N=${n}: ${problems.length} problems; first ones:\n  ${problems.slice(0, 10).join('\n  ')}`,
+      );
     }
-    lines.push(`H=${h} N=${n}: ${jobs} jobs, ${rows} submissions, every job's ids equal the brute force; submission_count and folded_submissions as generated`);
+    lines.push(
+      `H=${h} N=${n}: ${jobs} jobs, ${rows} submissions, every job's ids equal the brute force; submission_count and folded_submissions as generated`,
+    );
   }
   return lines;
 }
@@ -442,11 +499,15 @@ async function timeLevel(env: BenchEnv, h: number, n: number, listedRunIds: stri
 
   // Row counts (outside the timing).
   const rowsOf = async (path: string) =>
-    (await env.http<ListPage>('GET', path, undefined, 200)).body.items.reduce((a, r) => a + r.jobs.reduce((b, j) => b + j.job_submissions.length, 0), 0);
+    (await env.http<ListPage>('GET', path, undefined, 200)).body.items.reduce(
+      (a, r) => a + r.jobs.reduce((b, j) => b + j.job_submissions.length, 0),
+      0,
+    );
   const rowsOurs = await rowsOf(listPath(n));
   const rowsOursAtN = await rowsOf(listPath(n, BASE_PROJECTS[n]));
   // The flat ratio compares equal numbers of returned rows (targets.md).
-  if (h >= n && rowsOursAtN !== rowsOurs) throw new Error(`H=${h} N=${n}: the H=${n} twin returned ${rowsOursAtN} submissions, the listed runs ${rowsOurs}`);
+  if (h >= n && rowsOursAtN !== rowsOurs)
+    throw new Error(`H=${h} N=${n}: the H=${n} twin returned ${rowsOursAtN} submissions, the listed runs ${rowsOurs}`);
   const bytesOurs = await ours();
   const rowsWindow = await window();
   const rowsGroupBy = await groupBy();
@@ -460,7 +521,9 @@ async function timeLevel(env: BenchEnv, h: number, n: number, listedRunIds: stri
       ['LATERAL raw', LATERAL_SQL, [listedRunIds, n]],
     ] as const) {
       const { rows } = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [...params]);
-      log(`\n   EXPLAIN ${label}, H=${h} N=${n}:\n${rows.map((r: Record<string, string>) => '     ' + r['QUERY PLAN']).join('\n')}`);
+      log(
+        `\n   EXPLAIN ${label}, H=${h} N=${n}:\n${rows.map((r: Record<string, string>) => '     ' + r['QUERY PLAN']).join('\n')}`,
+      );
     }
   }
   const s = await measureSideBySide({ ours, window, groupBy, lateral, oursAtN }, ITERATIONS, WARMUP);
@@ -477,7 +540,9 @@ async function storageFacts(env: BenchEnv): Promise<string> {
             pg_total_relation_size('job_submissions') AS total
        FROM job_submissions`,
   );
-  const spec = await env.pool.query(`SELECT avg(octet_length(spec::text))::int AS avg, min(octet_length(spec::text))::int AS min, max(octet_length(spec::text))::int AS max FROM jobs`);
+  const spec = await env.pool.query(
+    `SELECT avg(octet_length(spec::text))::int AS avg, min(octet_length(spec::text))::int AS min, max(octet_length(spec::text))::int AS max FROM jobs`,
+  );
   const r = rows[0];
   const sp = spec.rows[0];
   return (
@@ -487,27 +552,44 @@ async function storageFacts(env: BenchEnv): Promise<string> {
 }
 
 export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
-  if (H_LEVELS[0] !== 1 || !H_LEVELS.includes(10) || H_LEVELS.some((h, i) => !Number.isInteger(h) || (i > 0 && h <= H_LEVELS[i - 1]))) {
+  if (
+    H_LEVELS[0] !== 1 ||
+    !H_LEVELS.includes(10) ||
+    H_LEVELS.some((h, i) => !Number.isInteger(h) || (i > 0 && h <= H_LEVELS[i - 1]))
+  ) {
     // The flat targets compare the deepest H with H=N for N = 1 and 10: found out now, not after minutes of loading.
-    throw new Error(`BENCH_H_LEVELS=${process.env.BENCH_H_LEVELS}: want increasing integers starting at 1 and including 10`);
+    throw new Error(
+      `BENCH_H_LEVELS=${process.env.BENCH_H_LEVELS}: want increasing integers starting at 1 and including 10`,
+    );
   }
   const t0 = performance.now();
-  log(`\n## runs-list: ${LISTED_RUNS} listed runs × 4 jobs (2 job_nums × 2 replicas), ${BACKGROUND_RUNS} background runs (H=${BACKGROUND_H}) in another project`);
-  log(`   H levels ${H_LEVELS.join(', ')} on the same listed runs (half of the jobs with gaps: every 3rd number missing); ${ITERATIONS} timed iterations after ${WARMUP} warm-up, contenders interleaved`);
+  log(
+    `\n## runs-list: ${LISTED_RUNS} listed runs × 4 jobs (2 job_nums × 2 replicas), ${BACKGROUND_RUNS} background runs (H=${BACKGROUND_H}) in another project`,
+  );
+  log(
+    `   H levels ${H_LEVELS.join(', ')} on the same listed runs (half of the jobs with gaps: every 3rd number missing); ${ITERATIONS} timed iterations after ${WARMUP} warm-up, contenders interleaved`,
+  );
 
-  const settings = await env.pool.query(`SELECT current_setting('server_version') AS v, current_setting('work_mem') AS wm, current_setting('shared_buffers') AS sb, current_setting('max_parallel_workers_per_gather') AS par`);
+  const settings = await env.pool.query(
+    `SELECT current_setting('server_version') AS v, current_setting('work_mem') AS wm, current_setting('shared_buffers') AS sb, current_setting('max_parallel_workers_per_gather') AS par`,
+  );
   const st = settings.rows[0];
-  log(`   PostgreSQL ${st.v}, work_mem ${st.wm}, shared_buffers ${st.sb}, max_parallel_workers_per_gather ${st.par} (server defaults; the window sort spills to disk once history is deep)`);
+  log(
+    `   PostgreSQL ${st.v}, work_mem ${st.wm}, shared_buffers ${st.sb}, max_parallel_workers_per_gather ${st.par} (server defaults; the window sort spills to disk once history is deep)`,
+  );
   await env.createProject(LISTED_PROJECT);
   await env.createProject(BACKGROUND_PROJECT);
   for (const project of Object.values(BASE_PROJECTS)) await env.createProject(project);
   const setOfRun = await submitRuns(env);
   const listed = [...setOfRun].filter(([, set]) => set === 'listed').map(([id]) => id);
   await prepareHelpers(env, setOfRun);
-  const { rows: jobRows } = await env.pool.query<{ job_id: string; gapped: boolean }>(`SELECT job_id, gapped FROM bench_jobs WHERE set = 'listed' ORDER BY job_id`);
+  const { rows: jobRows } = await env.pool.query<{ job_id: string; gapped: boolean }>(
+    `SELECT job_id, gapped FROM bench_jobs WHERE set = 'listed' ORDER BY job_id`,
+  );
   const gappedByJob = new Map(jobRows.map((r) => [r.job_id, r.gapped]));
   const listedJobIds = [...gappedByJob.keys()];
-  if (listedJobIds.length !== LISTED_RUNS * 4) throw new Error(`expected ${LISTED_RUNS * 4} listed jobs, found ${listedJobIds.length}`);
+  if (listedJobIds.length !== LISTED_RUNS * 4)
+    throw new Error(`expected ${LISTED_RUNS * 4} listed jobs, found ${listedJobIds.length}`);
   await growHistory(env, 'background', 0, 1);
   await growHistory(env, 'background', 1, BACKGROUND_H);
   await growHistory(env, 'h1', 0, 1);
@@ -526,14 +608,18 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
     const tLoad = performance.now();
     await growHistory(env, 'listed', prevH, h);
     prevH = h;
-    log(`\n   H=${h}: history loaded in ${((performance.now() - tLoad) / 1000).toFixed(1)} s; ${await storageFacts(env)}`);
+    log(
+      `\n   H=${h}: history loaded in ${((performance.now() - tLoad) / 1000).toFixed(1)} s; ${await storageFacts(env)}`,
+    );
     await env.assertInvariants(`H=${h} loaded`);
     exactLines.push(...(await checkExact(env, h, listed, gappedByJob)));
     log(`   H=${h}: exactness checked for N=${EXACT_NS.join(', ')} (${listedJobIds.length} jobs each)`);
     for (const n of TIMED_NS) {
       const t = await timeLevel(env, h, n, listed);
       timed.push(t);
-      log(`   H=${h} N=${n}: ours p50 ${fmtMs(t.ours.p50)} ms (H=${n} twin ${fmtMs(t.oursAtN.p50)} ms), window ${fmtMs(t.window.p50)} ms, GROUP BY ${fmtMs(t.groupBy.p50)} ms, LATERAL raw ${fmtMs(t.lateral.p50)} ms`);
+      log(
+        `   H=${h} N=${n}: ours p50 ${fmtMs(t.ours.p50)} ms (H=${n} twin ${fmtMs(t.oursAtN.p50)} ms), window ${fmtMs(t.window.p50)} ms, GROUP BY ${fmtMs(t.groupBy.p50)} ms, LATERAL raw ${fmtMs(t.lateral.p50)} ms`,
+      );
     }
   }
 
@@ -545,7 +631,22 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
 
   printTable(
     `runs-list: p50 / p95 ms per list request of ${LISTED_RUNS} runs (${LISTED_RUNS * 4} jobs); ${ITERATIONS} iterations each`,
-    ['H', 'N', 'ours HTTP p50', 'ours p95', 'ours, H=N twin p50', 'window×2 p50', 'window p95', 'GROUP BY p50', 'GROUP BY p95', 'LATERAL raw p50', 'rows ours', 'rows window (1st+2nd)', 'rows GROUP BY', 'ours bytes'],
+    [
+      'H',
+      'N',
+      'ours HTTP p50',
+      'ours p95',
+      'ours, H=N twin p50',
+      'window×2 p50',
+      'window p95',
+      'GROUP BY p50',
+      'GROUP BY p95',
+      'LATERAL raw p50',
+      'rows ours',
+      'rows window (1st+2nd)',
+      'rows GROUP BY',
+      'ours bytes',
+    ],
     timed.map((t) => [
       t.h,
       t.n,
@@ -563,12 +664,12 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
       fmtBytes(t.bytesOurs),
     ]),
     [
-      'ours = the whole HTTP request (auth, runs page, job rows, the app\'s latest-N fetch, JSON), body read completely; window/GROUP BY/LATERAL raw = raw SQL through pg on the same database, rows fetched and parsed by pg.',
+      "ours = the whole HTTP request (auth, runs page, job rows, the app's latest-N fetch, JSON), body read completely; window/GROUP BY/LATERAL raw = raw SQL through pg on the same database, rows fetched and parsed by pg.",
       `ours, H=N twin = the same request on ${BASE_PROJECTS[1]} (N=1) or ${BASE_PROJECTS[10]} (N=10): as many runs of the same shape whose history stays at H=N, timed in the same loop.`,
-      'window×2 = dstack today: row_number() over all columns of every submission of the listed runs\' jobs, rn <= N, plus the second (termination_reason IS NOT NULL, rn <= 1) query.',
-      'GROUP BY = the seed\'s proposal: max(submission_num) (and latest terminated) per job over every submission, then the rows with num > latest - N or = latest terminated.',
-      'Row counts: GROUP BY returns FEWER than N per job where numbers have gaps (N > 1), plus the latest terminated row where it falls outside the window (so N=1 returns 2 per job once H ≥ 2); the window\'s 2nd query adds one status row per job.',
-      'LATERAL raw = targets.md\'s third column: LATERAL newest-first per job with LIMIT N, as bare SQL, for reference (no target): what the database part of a list costs.',
+      "window×2 = dstack today: row_number() over all columns of every submission of the listed runs' jobs, rn <= N, plus the second (termination_reason IS NOT NULL, rn <= 1) query.",
+      "GROUP BY = the seed's proposal: max(submission_num) (and latest terminated) per job over every submission, then the rows with num > latest - N or = latest terminated.",
+      "Row counts: GROUP BY returns FEWER than N per job where numbers have gaps (N > 1), plus the latest terminated row where it falls outside the window (so N=1 returns 2 per job once H ≥ 2); the window's 2nd query adds one status row per job.",
+      "LATERAL raw = targets.md's third column: LATERAL newest-first per job with LIMIT N, as bare SQL, for reference (no target): what the database part of a list costs.",
     ],
   );
 
@@ -583,32 +684,83 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
     // Side by side: the listed runs at the deepest H and their H=N twin in one interleaved loop.
     const flat = top.ours.p50 / top.oursAtN.p50;
     const flatPass = flat <= 1.5;
-    ratioRows.push([`flat, N=${n}: ours p50, H=${H_MAX} / H=${n} twin, same loop`, `${fmtMs(top.ours.p50)} / ${fmtMs(top.oursAtN.p50)} ms`, fmtRatio(flat), '≤ 1.5×', verdict(flatPass)]);
-    results.push({ suite: SUITE, target: `flat N=${n}: p50(${hLabel}) ≤ 1.5 × p50(H=${n}), side by side`, measured: fmtRatio(flat), pass: flatPass });
+    ratioRows.push([
+      `flat, N=${n}: ours p50, H=${H_MAX} / H=${n} twin, same loop`,
+      `${fmtMs(top.ours.p50)} / ${fmtMs(top.oursAtN.p50)} ms`,
+      fmtRatio(flat),
+      '≤ 1.5×',
+      verdict(flatPass),
+    ]);
+    results.push({
+      suite: SUITE,
+      target: `flat N=${n}: p50(${hLabel}) ≤ 1.5 × p50(H=${n}), side by side`,
+      measured: fmtRatio(flat),
+      pass: flatPass,
+    });
     // For reference, the same runs timed at H=N minutes earlier: includes whatever the machine drifted meanwhile.
     const acrossPhases = top.ours.p50 / base.ours.p50;
-    ratioRows.push([`(info) flat, N=${n}: H=${H_MAX} / the same runs at H=${base.h}, an earlier phase`, `${fmtMs(top.ours.p50)} / ${fmtMs(base.ours.p50)} ms`, fmtRatio(acrossPhases), '-', 'info']);
+    ratioRows.push([
+      `(info) flat, N=${n}: H=${H_MAX} / the same runs at H=${base.h}, an earlier phase`,
+      `${fmtMs(top.ours.p50)} / ${fmtMs(base.ours.p50)} ms`,
+      fmtRatio(acrossPhases),
+      '-',
+      'info',
+    ]);
     const wantWindow = n === 1 ? 20 : 4;
     const wantGroupBy = n === 1 ? 10 : 3;
     const rw = top.window.p50 / top.ours.p50;
     const rg = top.groupBy.p50 / top.ours.p50;
-    ratioRows.push([`ahead, ${hLabel}, N=${n}: window / ours`, `${fmtMs(top.window.p50)} / ${fmtMs(top.ours.p50)} ms`, fmtRatio(rw), `≥ ${wantWindow}×`, verdict(rw >= wantWindow)]);
-    ratioRows.push([`ahead, ${hLabel}, N=${n}: GROUP BY / ours`, `${fmtMs(top.groupBy.p50)} / ${fmtMs(top.ours.p50)} ms`, fmtRatio(rg), `≥ ${wantGroupBy}×`, verdict(rg >= wantGroupBy)]);
-    results.push({ suite: SUITE, target: `ahead ${hLabel} N=${n}: window/ours ≥ ${wantWindow}×`, measured: fmtRatio(rw), pass: rw >= wantWindow });
+    ratioRows.push([
+      `ahead, ${hLabel}, N=${n}: window / ours`,
+      `${fmtMs(top.window.p50)} / ${fmtMs(top.ours.p50)} ms`,
+      fmtRatio(rw),
+      `≥ ${wantWindow}×`,
+      verdict(rw >= wantWindow),
+    ]);
+    ratioRows.push([
+      `ahead, ${hLabel}, N=${n}: GROUP BY / ours`,
+      `${fmtMs(top.groupBy.p50)} / ${fmtMs(top.ours.p50)} ms`,
+      fmtRatio(rg),
+      `≥ ${wantGroupBy}×`,
+      verdict(rg >= wantGroupBy),
+    ]);
+    results.push({
+      suite: SUITE,
+      target: `ahead ${hLabel} N=${n}: window/ours ≥ ${wantWindow}×`,
+      measured: fmtRatio(rw),
+      pass: rw >= wantWindow,
+    });
     results.push({
       suite: SUITE,
       target: `ahead ${hLabel} N=${n}: GROUP BY/ours ≥ ${wantGroupBy}×`,
       measured: fmtRatio(rg),
       pass: rg >= wantGroupBy,
-      note: n > 1 ? `GROUP BY returned ${fmtInt(top.rowsGroupBy)} rows vs ours ${fmtInt(top.rowsOurs)} (gaps)` : undefined,
+      note:
+        n > 1 ? `GROUP BY returned ${fmtInt(top.rowsGroupBy)} rows vs ours ${fmtInt(top.rowsOurs)} (gaps)` : undefined,
     });
   }
-  ratioRows.push([`exact: N=${EXACT_NS.join(', ')} at every H, vs brute force`, `${exactLines.length} checks`, '-', 'all equal', 'PASS']);
-  results.push({ suite: SUITE, target: `exact: N newest existing submissions, gaps included (N=${EXACT_NS.join(',')}, H=${H_LEVELS.join(',')})`, measured: `${exactLines.length}/${exactLines.length} equal`, pass: true });
-
-  printTable(`runs-list: targets (targets.md, "Runs list"), measured side by side in this run`, ['target', 'p50s', 'ratio', 'want', 'verdict'], ratioRows, [
-    'targets.md reference (PG 15, raw SQL, 100 runs): H=300 N=1 window 244 ms, GROUP BY 160 ms, LATERAL 9.7 ms; H=300 N=10 window 267, GROUP BY 215, LATERAL 41 ms.',
+  ratioRows.push([
+    `exact: N=${EXACT_NS.join(', ')} at every H, vs brute force`,
+    `${exactLines.length} checks`,
+    '-',
+    'all equal',
+    'PASS',
   ]);
+  results.push({
+    suite: SUITE,
+    target: `exact: N newest existing submissions, gaps included (N=${EXACT_NS.join(',')}, H=${H_LEVELS.join(',')})`,
+    measured: `${exactLines.length}/${exactLines.length} equal`,
+    pass: true,
+  });
+
+  printTable(
+    `runs-list: targets (targets.md, "Runs list"), measured side by side in this run`,
+    ['target', 'p50s', 'ratio', 'want', 'verdict'],
+    ratioRows,
+    [
+      'targets.md reference (PG 15, raw SQL, 100 runs): H=300 N=1 window 244 ms, GROUP BY 160 ms, LATERAL 9.7 ms; H=300 N=10 window 267, GROUP BY 215, LATERAL 41 ms.',
+    ],
+  );
   log(`\n   runs-list finished in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
   return results;
 }

@@ -91,7 +91,9 @@ function isAlive(pid: number): boolean {
 
 /** Drops bench databases left behind by earlier bench processes that are gone (e.g. killed with SIGKILL). */
 async function dropStaleDatabases(c: Client): Promise<void> {
-  const { rows } = await c.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE '${DB_PREFIX}%'`);
+  const { rows } = await c.query<{ datname: string }>(
+    `SELECT datname FROM pg_database WHERE datname LIKE '${DB_PREFIX}%'`,
+  );
   for (const { datname } of rows) {
     const m = /^runplane_bench_(\d+)_/.exec(datname);
     if (!m) continue;
@@ -157,7 +159,8 @@ export class BenchEnv {
           if (res.statusCode !== 200 && head.length < 4) head.push(chunk);
         });
         res.on('end', () => {
-          if (res.statusCode !== 200) reject(new Error(`GET ${path} → ${res.statusCode}: ${Buffer.concat(head).toString('utf8').slice(0, 500)}`));
+          if (res.statusCode !== 200)
+            reject(new Error(`GET ${path} → ${res.statusCode}: ${Buffer.concat(head).toString('utf8').slice(0, 500)}`));
           else resolve(bytes);
         });
         res.on('error', reject);
@@ -173,11 +176,19 @@ export class BenchEnv {
    */
   async assertInvariants(when: string): Promise<void> {
     const mismatches = await this.invariantMismatches();
-    if (mismatches.length > 0) throw new Error(`invariants after ${when}: ${mismatches.length} mismatches, first: ${mismatches.slice(0, 5).join('; ')}`);
+    if (mismatches.length > 0)
+      throw new Error(
+        `invariants after ${when}: ${mismatches.length} mismatches, first: ${mismatches.slice(0, 5).join('; ')}`,
+      );
   }
 
   async invariantMismatches(): Promise<string[]> {
-    const res = await this.http<{ ok: boolean; mismatches: { invariant: string; detail: string }[] }>('GET', '/admin/v1/invariants', undefined, 200);
+    const res = await this.http<{ ok: boolean; mismatches: { invariant: string; detail: string }[] }>(
+      'GET',
+      '/admin/v1/invariants',
+      undefined,
+      200,
+    );
     const out = res.body.mismatches.map((m) => `${m.invariant}: ${m.detail}`);
     return !res.body.ok && out.length === 0 ? ['report not ok, no mismatch listed'] : out;
   }
@@ -208,7 +219,8 @@ export async function createBenchEnv(suite: string): Promise<BenchEnv> {
   const kept = `runplane_kept_${suite.replace(/[^a-z0-9]/g, '_')}`;
   const dropDb: Cleanup = () =>
     withAdminClient(async (c) => {
-      if (process.env.BENCH_KEEP_DB !== '1') return void (await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`));
+      if (process.env.BENCH_KEEP_DB !== '1')
+        return void (await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`));
       await c.query(`DROP DATABASE IF EXISTS "${kept}" WITH (FORCE)`);
       await c.query(`ALTER DATABASE "${dbName}" RENAME TO "${kept}"`);
       log(`kept the database as ${kept}`);
@@ -239,7 +251,12 @@ export async function createBenchEnv(suite: string): Promise<BenchEnv> {
   env.token = created.token;
   env.adminName = created.user.name;
 
-  env.pool = new Pool({ connectionString: url, max: 4, options: '-c timezone=UTC', application_name: 'runplane-bench' });
+  env.pool = new Pool({
+    connectionString: url,
+    max: 4,
+    options: '-c timezone=UTC',
+    application_name: 'runplane-bench',
+  });
   const endPool: Cleanup = () => env.pool.end();
   cleanups.add(endPool);
   return env;
@@ -319,7 +336,11 @@ export async function measure(fn: () => Promise<unknown>, iterations: number, wa
  * Several contenders timed side by side: each iteration calls every contender once, in an order that rotates
  * between iterations (so none always runs first, on a cold cache, or last). Warm-up rounds are not timed.
  */
-export async function measureSideBySide<K extends string>(contenders: Record<K, () => Promise<unknown>>, iterations: number, warmup = 3): Promise<Record<K, Stats>> {
+export async function measureSideBySide<K extends string>(
+  contenders: Record<K, () => Promise<unknown>>,
+  iterations: number,
+  warmup = 3,
+): Promise<Record<K, Stats>> {
   const keys = Object.keys(contenders) as K[];
   const samples = Object.fromEntries(keys.map((k) => [k, [] as number[]])) as Record<K, number[]>;
   for (let i = 0; i < warmup + iterations; i++) {
@@ -335,10 +356,12 @@ export async function measureSideBySide<K extends string>(contenders: Record<K, 
 // ---------------------------------------------------------------------------------------------------------------
 // Output.
 
-export const fmtMs = (ms: number) => (Number.isNaN(ms) ? '-' : ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2));
+export const fmtMs = (ms: number) =>
+  Number.isNaN(ms) ? '-' : ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2);
 export const fmtRatio = (r: number) => (Number.isFinite(r) ? `${r >= 10 ? r.toFixed(1) : r.toFixed(2)}×` : '-');
 export const fmtInt = (n: number) => n.toLocaleString('en-US');
-export const fmtBytes = (n: number) => (n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`);
+export const fmtBytes = (n: number) =>
+  n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
 
 export function log(line: string): void {
   process.stdout.write(`${line}\n`);
@@ -348,8 +371,15 @@ export function log(line: string): void {
 export function printTable(title: string, headers: string[], rows: (string | number)[][], notes: string[] = []): void {
   const cells = rows.map((r) => r.map((c) => (typeof c === 'number' ? String(c) : c)));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => (r[i] ?? '').length)));
-  const numeric = headers.map((_, i) => cells.length > 0 && cells.every((r) => /^[-+]?[\d.,]+\s*(×|ms|%|s|KiB|MiB|B)?$|^-$|^PASS$|^MISS$/.test(r[i] ?? '')));
-  const line = (r: string[]) => '| ' + r.map((c, i) => (numeric[i] ? (c ?? '').padStart(widths[i]) : (c ?? '').padEnd(widths[i]))).join(' | ') + ' |';
+  const numeric = headers.map(
+    (_, i) =>
+      cells.length > 0 &&
+      cells.every((r) => /^[-+]?[\d.,]+\s*(×|ms|%|s|KiB|MiB|B)?$|^-$|^PASS$|^MISS$/.test(r[i] ?? '')),
+  );
+  const line = (r: string[]) =>
+    '| ' +
+    r.map((c, i) => (numeric[i] ? (c ?? '').padStart(widths[i]) : (c ?? '').padEnd(widths[i]))).join(' | ') +
+    ' |';
   const sep = '|' + widths.map((w, i) => (numeric[i] ? '-'.repeat(w + 1) + ':' : '-'.repeat(w + 2))).join('|') + '|';
   log('');
   log(`### ${title}`);

@@ -32,7 +32,9 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         CONSTRAINT ck_runs_status CHECK (status IN ('pending', 'submitted', 'provisioning', 'running', 'terminating', 'terminated', 'failed', 'done'))
       )`);
     await q.query(`CREATE UNIQUE INDEX uq_runs_project_id_run_name ON runs (project_id, run_name) WHERE NOT deleted`);
-    await q.query(`CREATE INDEX idx_runs_project_id_submitted_at ON runs (project_id, submitted_at, id) WHERE NOT deleted`);
+    await q.query(
+      `CREATE INDEX idx_runs_project_id_submitted_at ON runs (project_id, submitted_at, id) WHERE NOT deleted`,
+    );
     await q.query(`CREATE INDEX idx_runs_submitted_at ON runs (submitted_at, id) WHERE NOT deleted`);
 
     await q.query(`
@@ -65,7 +67,9 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         CONSTRAINT fk_job_group_self_and_ancestors_group FOREIGN KEY (run_id, job_group_id) REFERENCES job_groups (run_id, job_group_id) ON DELETE CASCADE,
         CONSTRAINT ck_job_group_self_and_ancestors_level CHECK (level BETWEEN 0 AND 5)
       )`);
-    await q.query(`CREATE INDEX idx_job_group_self_and_ancestors_ancestor ON job_group_self_and_ancestors (run_id, ancestor_id, job_group_id)`);
+    await q.query(
+      `CREATE INDEX idx_job_group_self_and_ancestors_ancestor ON job_group_self_and_ancestors (run_id, ancestor_id, job_group_id)`,
+    );
 
     await q.query(`
       CREATE TABLE job_groups_cancelled (
@@ -146,14 +150,30 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         CONSTRAINT ck_job_submissions_status CHECK (status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'))
       )`);
     // Newest-first reads per job walk this index backwards with a per-job LIMIT.
-    await q.query(`CREATE UNIQUE INDEX uq_job_submissions_job_id_submission_num ON job_submissions (job_id, submission_num)`);
-    await q.query(`CREATE INDEX idx_job_submissions_queue ON job_submissions (priority DESC, submitted_at, id) WHERE status = 'submitted'`);
-    await q.query(`CREATE INDEX idx_job_submissions_lease ON job_submissions (lease_expires_at) WHERE status IN ('provisioning', 'running', 'terminating')`);
-    await q.query(`CREATE INDEX idx_job_submissions_run_id_job_group_id ON job_submissions (run_id, job_group_id) WHERE status = 'submitted'`);
+    await q.query(
+      `CREATE UNIQUE INDEX uq_job_submissions_job_id_submission_num ON job_submissions (job_id, submission_num)`,
+    );
+    await q.query(
+      `CREATE INDEX idx_job_submissions_queue ON job_submissions (priority DESC, submitted_at, id) WHERE status = 'submitted'`,
+    );
+    await q.query(
+      `CREATE INDEX idx_job_submissions_lease ON job_submissions (lease_expires_at) WHERE status IN ('provisioning', 'running', 'terminating')`,
+    );
+    await q.query(
+      `CREATE INDEX idx_job_submissions_run_id_job_group_id ON job_submissions (run_id, job_group_id) WHERE status = 'submitted'`,
+    );
   }
 
   async down(q: QueryRunner): Promise<void> {
-    for (const table of ['job_submissions', 'jobs', 'job_group_counters', 'job_groups_cancelled', 'job_group_self_and_ancestors', 'job_groups', 'runs']) {
+    for (const table of [
+      'job_submissions',
+      'jobs',
+      'job_group_counters',
+      'job_groups_cancelled',
+      'job_group_self_and_ancestors',
+      'job_groups',
+      'runs',
+    ]) {
       await q.query(`DROP TABLE ${table}`);
     }
   }

@@ -6,7 +6,9 @@ export class AddSweptAtToJobGroupsCancelled1764806400000 implements MigrationInt
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`ALTER TABLE job_groups_cancelled ADD COLUMN swept_at timestamptz`);
-    await q.query(`CREATE INDEX idx_job_groups_cancelled_unswept ON job_groups_cancelled (cancelled_at) WHERE swept_at IS NULL`);
+    await q.query(
+      `CREATE INDEX idx_job_groups_cancelled_unswept ON job_groups_cancelled (cancelled_at) WHERE swept_at IS NULL`,
+    );
   }
 
   async down(q: QueryRunner): Promise<void> {

@@ -44,7 +44,9 @@ export class CreateBillingTables1764892800000 implements MigrationInterface {
         CONSTRAINT ck_billing_attempts_rolled_up_to CHECK (rolled_up_to >= started_at)
       )`);
     await q.query(`CREATE INDEX idx_billing_attempts_run_id_open ON billing_attempts (run_id) WHERE closed_at IS NULL`);
-    await q.query(`CREATE INDEX idx_billing_attempts_project_id_open ON billing_attempts (project_id) WHERE closed_at IS NULL`);
+    await q.query(
+      `CREATE INDEX idx_billing_attempts_project_id_open ON billing_attempts (project_id) WHERE closed_at IS NULL`,
+    );
 
     await q.query(`
       CREATE TABLE submission_resources (

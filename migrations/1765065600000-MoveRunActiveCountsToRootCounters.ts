@@ -40,6 +40,8 @@ export class MoveRunActiveCountsToRootCounters1765065600000 implements Migration
          FROM job_group_counters c WHERE c.run_id = r.id AND c.job_group_id = 0`,
     );
     await q.query(`ALTER TABLE job_group_counters DROP CONSTRAINT ck_job_group_counters_active`);
-    await q.query(`ALTER TABLE job_group_counters DROP COLUMN n_provisioning, DROP COLUMN n_running, DROP COLUMN n_retrying`);
+    await q.query(
+      `ALTER TABLE job_group_counters DROP COLUMN n_provisioning, DROP COLUMN n_running, DROP COLUMN n_retrying`,
+    );
   }
 }

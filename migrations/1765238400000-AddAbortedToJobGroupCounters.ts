@@ -33,7 +33,9 @@ export class AddAbortedToJobGroupCounters1765238400000 implements MigrationInter
        )
        UPDATE job_group_counters c SET n_aborted = p.n FROM per_group p WHERE c.run_id = p.run_id AND c.job_group_id = p.ancestor_id`,
     );
-    await q.query(`ALTER TABLE job_group_counters ADD CONSTRAINT ck_job_group_counters_aborted CHECK (n_aborted >= 0 AND n_aborted <= n_cancelled)`);
+    await q.query(
+      `ALTER TABLE job_group_counters ADD CONSTRAINT ck_job_group_counters_aborted CHECK (n_aborted >= 0 AND n_aborted <= n_cancelled)`,
+    );
   }
 
   async down(q: QueryRunner): Promise<void> {

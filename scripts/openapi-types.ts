@@ -7,5 +7,7 @@ import { join } from 'node:path';
  */
 export function generateApiTypes(root: string, docPath: string, outPath: string): void {
   const cli = join(root, 'node_modules', 'openapi-typescript', 'bin', 'cli.js');
-  execFileSync(process.execPath, [cli, docPath, '--output', outPath, '--default-non-nullable=false'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(process.execPath, [cli, docPath, '--output', outPath, '--default-non-nullable=false'], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
 }

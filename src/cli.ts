@@ -23,11 +23,15 @@ const USAGE = `usage: runplane <command>
 async function migrate(): Promise<void> {
   const env = parseEnv(process.env);
   const embedded = env.DATABASE_URL ? undefined : await EmbeddedPostgres.start({ dataDir: env.RUNPLANE_DATA_DIR });
-  const ds = new DataSource(dataSourceOptions({ url: env.DATABASE_URL ?? embedded!.url, poolSize: 1, embedded: !!embedded }));
+  const ds = new DataSource(
+    dataSourceOptions({ url: env.DATABASE_URL ?? embedded!.url, poolSize: 1, embedded: !!embedded }),
+  );
   try {
     await ds.initialize();
     const applied = await runMigrationsLocked(ds);
-    process.stdout.write(applied.length ? `applied: ${applied.map((m) => m.name).join(', ')}\n` : 'schema is up to date\n');
+    process.stdout.write(
+      applied.length ? `applied: ${applied.map((m) => m.name).join(', ')}\n` : 'schema is up to date\n',
+    );
   } finally {
     if (ds.isInitialized) await ds.destroy();
     await embedded?.stop();
@@ -38,7 +42,9 @@ async function createAdmin(name: string | undefined): Promise<void> {
   parseEnv(process.env);
   const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
   try {
-    const created = await app.get(UsersService).createUser(name ?? `admin-${Math.random().toString(36).slice(2, 8)}`, 'admin');
+    const created = await app
+      .get(UsersService)
+      .createUser(name ?? `admin-${Math.random().toString(36).slice(2, 8)}`, 'admin');
     process.stdout.write(`created admin ${created.user.name}\ntoken: ${created.token}\n`);
   } finally {
     await app.close();
@@ -54,11 +60,18 @@ async function setRate(args: string[]): Promise<void> {
   parseEnv(process.env);
   const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
   try {
-    const body = Object.assign(new NewRateDto(), { name, rate_usd_per_unit_hour: Number(rate), ...(unit ? { unit } : {}) });
+    const body = Object.assign(new NewRateDto(), {
+      name,
+      rate_usd_per_unit_hour: Number(rate),
+      ...(unit ? { unit } : {}),
+    });
     const errors = validateSync(body);
-    if (errors.length > 0) throw new Error(`invalid rate: ${errors.flatMap((e) => Object.values(e.constraints ?? {})).join('; ')}`);
+    if (errors.length > 0)
+      throw new Error(`invalid rate: ${errors.flatMap((e) => Object.values(e.constraints ?? {})).join('; ')}`);
     const created = await app.get(BillingService).addRateVersion(body);
-    process.stdout.write(`${created.name} v${created.version}: ${created.rate_usd_per_unit_hour} USD per ${created.unit}-hour from ${created.valid_from}\n`);
+    process.stdout.write(
+      `${created.name} v${created.version}: ${created.rate_usd_per_unit_hour} USD per ${created.unit}-hour from ${created.valid_from}\n`,
+    );
   } finally {
     await app.close();
   }
@@ -87,4 +100,6 @@ async function main(argv: string[]): Promise<void> {
 }
 
 const argv = process.argv.slice(2);
-main(argv).catch((err: unknown) => exitOnStartupFailure(err, (argv[0] ?? 'serve') === 'serve' ? 'could not start' : `${argv[0]} failed`));
+main(argv).catch((err: unknown) =>
+  exitOnStartupFailure(err, (argv[0] ?? 'serve') === 'serve' ? 'could not start' : `${argv[0]} failed`),
+);

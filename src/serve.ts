@@ -10,13 +10,19 @@ export async function serve(): Promise<NestExpressApplication> {
   const env = parseEnv(process.env); // fail on bad config before touching any database
   // A failed start is one line on stderr (see startup-failure.ts), not Nest's log of the start-up and a stack:
   // errors come back to the caller, and the start-up's logs, buffered until the server listens, are dropped.
-  const app = await NestFactory.create<NestExpressApplication>(AppModule, { bufferLogs: true, autoFlushLogs: false, abortOnError: false });
+  const app = await NestFactory.create<NestExpressApplication>(AppModule, {
+    bufferLogs: true,
+    autoFlushLogs: false,
+    abortOnError: false,
+  });
   try {
     configureApp(app);
     const admin = await app.get(UsersService).bootstrapAdmin(app.get(Env).RUNPLANE_ADMIN_TOKEN);
     if (admin) {
       const shown = env.RUNPLANE_ADMIN_TOKEN ? '(the value of RUNPLANE_ADMIN_TOKEN)' : admin.token;
-      process.stdout.write(`runplane: created the first admin user "${admin.user.name}"; its token, shown only now: ${shown}\n`);
+      process.stdout.write(
+        `runplane: created the first admin user "${admin.user.name}"; its token, shown only now: ${shown}\n`,
+      );
     }
     await app.listen(env.PORT, env.HOST);
     app.flushLogs();
@@ -26,7 +32,9 @@ export async function serve(): Promise<NestExpressApplication> {
     throw err;
   }
   closeOnSignals(app);
-  process.stdout.write(`runplane: listening on ${await app.getUrl()} (${env.DATABASE_URL ? 'PostgreSQL at DATABASE_URL' : `embedded PostgreSQL in ${env.RUNPLANE_DATA_DIR}`})\n`);
+  process.stdout.write(
+    `runplane: listening on ${await app.getUrl()} (${env.DATABASE_URL ? 'PostgreSQL at DATABASE_URL' : `embedded PostgreSQL in ${env.RUNPLANE_DATA_DIR}`})\n`,
+  );
   return app;
 }
 

@@ -13,11 +13,16 @@ import { DataDirLockedError } from './infra/database/embedded-postgres';
  */
 export function exitOnStartupFailure(err: unknown, failed = 'could not start'): never {
   process.stderr.write(`${describeStartupFailure(err, process.env, failed)}\n`);
-  if (['debug', 'trace'].includes(process.env.LOG_LEVEL ?? '') && err instanceof Error && err.stack) process.stderr.write(`${err.stack}\n`);
+  if (['debug', 'trace'].includes(process.env.LOG_LEVEL ?? '') && err instanceof Error && err.stack)
+    process.stderr.write(`${err.stack}\n`);
   process.exit(1);
 }
 
-export function describeStartupFailure(err: unknown, env: NodeJS.ProcessEnv = process.env, failed = 'could not start'): string {
+export function describeStartupFailure(
+  err: unknown,
+  env: NodeJS.ProcessEnv = process.env,
+  failed = 'could not start',
+): string {
   return `runplane: ${reason(err, env, failed).replace(/\s*\n[\s\S]*$/, '')}`;
 }
 
@@ -26,12 +31,22 @@ function reason(err: unknown, env: NodeJS.ProcessEnv, failed: string): string {
   if (err instanceof DataDirLockedError) {
     return `${err.message}: stop that server (or command), or set RUNPLANE_DATA_DIR to another directory`;
   }
-  const e = (typeof err === 'object' && err !== null ? err : {}) as { code?: string; syscall?: string; address?: string; port?: number; path?: string; message?: string };
+  const e = (typeof err === 'object' && err !== null ? err : {}) as {
+    code?: string;
+    syscall?: string;
+    address?: string;
+    port?: number;
+    path?: string;
+    message?: string;
+  };
   if (e.syscall === 'listen') {
     const where = `${e.address ?? env.HOST ?? '127.0.0.1'}:${e.port ?? env.PORT ?? 3000}`;
-    if (e.code === 'EADDRINUSE') return `cannot listen on ${where}: the port is already in use; stop what listens there, or set PORT to a free port (0 picks one)`;
-    if (e.code === 'EACCES') return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); set PORT to 1024 or above`;
-    if (e.code === 'EADDRNOTAVAIL') return `cannot listen on ${where}: no such address on this machine; set HOST to one of its addresses (0.0.0.0 for all)`;
+    if (e.code === 'EADDRINUSE')
+      return `cannot listen on ${where}: the port is already in use; stop what listens there, or set PORT to a free port (0 picks one)`;
+    if (e.code === 'EACCES')
+      return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); set PORT to 1024 or above`;
+    if (e.code === 'EADDRNOTAVAIL')
+      return `cannot listen on ${where}: no such address on this machine; set HOST to one of its addresses (0.0.0.0 for all)`;
     return `cannot listen on ${where}: ${e.code ?? e.message}; check HOST and PORT`;
   }
   if ((e.code === 'EACCES' || e.code === 'EPERM' || e.code === 'EROFS' || e.code === 'ENOTDIR') && !env.DATABASE_URL) {
@@ -44,10 +59,15 @@ function reason(err: unknown, env: NodeJS.ProcessEnv, failed: string): string {
 }
 
 function firstLine(err: unknown): string {
-  const e = (typeof err === 'object' && err !== null ? err : {}) as { message?: unknown; code?: unknown; errors?: unknown };
+  const e = (typeof err === 'object' && err !== null ? err : {}) as {
+    message?: unknown;
+    code?: unknown;
+    errors?: unknown;
+  };
   // Node reports every address of a host name together, in an AggregateError with an empty message.
   if (!e.message && Array.isArray(e.errors) && e.errors.length > 0) return firstLine(e.errors[0]);
-  const message = typeof e.message === 'string' && e.message.trim() ? e.message : typeof e.code === 'string' ? e.code : String(err);
+  const message =
+    typeof e.message === 'string' && e.message.trim() ? e.message : typeof e.code === 'string' ? e.code : String(err);
   return message.split('\n')[0];
 }
 

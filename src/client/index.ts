@@ -10,8 +10,15 @@ export type Schemas = components['schemas'];
 export type RunplaneClient = Client<paths>;
 
 /** A client of the server at `url` (e.g. http://127.0.0.1:3000) with a bearer token (none for public routes). */
-export function createRunplaneClient(url: string, token?: string, options: Omit<ClientOptions, 'baseUrl'> = {}): RunplaneClient {
-  const headers = { ...(options.headers as Record<string, string> | undefined), ...(token ? { Authorization: `Bearer ${token}` } : {}) };
+export function createRunplaneClient(
+  url: string,
+  token?: string,
+  options: Omit<ClientOptions, 'baseUrl'> = {},
+): RunplaneClient {
+  const headers = {
+    ...(options.headers as Record<string, string> | undefined),
+    ...(token ? { Authorization: `Bearer ${token}` } : {}),
+  };
   return createClient<paths>({ ...options, baseUrl: url.replace(/\/+$/, ''), headers });
 }
 

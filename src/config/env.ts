@@ -1,10 +1,22 @@
 import { plainToInstance, Transform } from 'class-transformer';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, Min, MinLength, validateSync } from 'class-validator';
+import {
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  Min,
+  MinLength,
+  validateSync,
+} from 'class-validator';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-const toInt = ({ value }: { value: unknown }) => (typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value);
+const toInt = ({ value }: { value: unknown }) =>
+  typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value;
 const toBool = ({ value }: { value: unknown }) => {
   if (typeof value !== 'string') return value;
   const v = value.trim().toLowerCase();
@@ -128,7 +140,9 @@ export function parseEnv(raw: NodeJS.ProcessEnv): Env {
     const shown = e.property.endsWith('_TOKEN') || e.property === 'DATABASE_URL' ? '(hidden)' : JSON.stringify(e.value);
     // A type error says more than a range error about the same value.
     const constraints = e.constraints ?? {};
-    const key = ['isInt', 'isBoolean', 'isIn', 'matches', 'isString'].find((k) => k in constraints) ?? Object.keys(constraints)[0];
+    const key =
+      ['isInt', 'isBoolean', 'isIn', 'matches', 'isString'].find((k) => k in constraints) ??
+      Object.keys(constraints)[0];
     const message = (key && constraints[key]) || 'is invalid';
     const why = message.startsWith(`${e.property} `) ? message.slice(e.property.length + 1) : message;
     throw new ConfigError(`Invalid configuration: ${e.property}=${shown} ${why}`);

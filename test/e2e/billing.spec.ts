@@ -48,8 +48,20 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
   afterAll(() => t.close());
 
   const runUrl = (run: RunResponse, p = project) => `/api/v1/projects/${p}/runs/${run.id}`;
-  const runCost = async (run: RunResponse, p = project) => (await t.http.get(`${runUrl(run, p)}/cost`).set(owner.auth).expect(200)).body as Cost;
-  const groupCost = async (run: RunResponse, g: number) => (await t.http.get(`${runUrl(run)}/job-groups/${g}/cost`).set(owner.auth).expect(200)).body as Cost;
+  const runCost = async (run: RunResponse, p = project) =>
+    (
+      await t.http
+        .get(`${runUrl(run, p)}/cost`)
+        .set(owner.auth)
+        .expect(200)
+    ).body as Cost;
+  const groupCost = async (run: RunResponse, g: number) =>
+    (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/${g}/cost`)
+        .set(owner.auth)
+        .expect(200)
+    ).body as Cost;
   const item = (c: Cost, resource: string) => c.breakdown.find((b) => b.resource === resource);
   const claimOf = async (run: RunResponse, n = 1): Promise<Claimed[]> => {
     const mine = await claimFor(w, run.id, n);
@@ -84,14 +96,33 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
       expect.objectContaining({ name: 'gpu', unit: 'gpu-hour', rate_usd_per_unit_hour: 1, version: 1 }),
       expect.objectContaining({ name: 'memory', unit: 'GiB-hour', rate_usd_per_unit_hour: MEM, version: 1 }),
     ]);
-    await t.http.post('/admin/v1/resources').set(owner.auth).send({ name: 'cpu', rate_usd_per_unit_hour: 1 }).expect(403);
-    await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'cpu', rate_usd_per_unit_hour: -1 }).expect(400);
-    const fresh = await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'disk', rate_usd_per_unit_hour: 0.0001 });
+    await t.http
+      .post('/admin/v1/resources')
+      .set(owner.auth)
+      .send({ name: 'cpu', rate_usd_per_unit_hour: 1 })
+      .expect(403);
+    await t.http
+      .post('/admin/v1/resources')
+      .set(admin.auth)
+      .send({ name: 'cpu', rate_usd_per_unit_hour: -1 })
+      .expect(400);
+    const fresh = await t.http
+      .post('/admin/v1/resources')
+      .set(admin.auth)
+      .send({ name: 'disk', rate_usd_per_unit_hour: 0.0001 });
     expect(fresh.status).toBe(400);
     expect(fresh.body.code).toBe('VALIDATION_FAILED');
-    const disk = await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'disk', unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0001 }).expect(201);
+    const disk = await t.http
+      .post('/admin/v1/resources')
+      .set(admin.auth)
+      .send({ name: 'disk', unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0001 })
+      .expect(201);
     expect(disk.body).toMatchObject({ name: 'disk', version: 1, unit: 'GiB-hour' });
-    const disk2 = await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'disk', rate_usd_per_unit_hour: 0.0002 }).expect(201);
+    const disk2 = await t.http
+      .post('/admin/v1/resources')
+      .set(admin.auth)
+      .send({ name: 'disk', rate_usd_per_unit_hour: 0.0002 })
+      .expect(201);
     expect(disk2.body).toMatchObject({ name: 'disk', version: 2, unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0002 });
     const after = (await t.http.get('/api/v1/resources').set(owner.auth).expect(200)).body.items;
     expect(after.find((r: { name: string }) => r.name === 'disk')).toMatchObject({ version: 2 });
@@ -101,12 +132,23 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     const run = await makeRun(t, owner, project);
     const [a, b] = await makeGroupChain(t, owner, project, run.id, 2);
     const [c] = await makeGroupChain(t, owner, project, run.id, 1);
-    for (const g of [a, b, c]) await t.http.post(`${runUrl(run)}/job-groups/${g}/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(201);
+    for (const g of [a, b, c])
+      await t.http
+        .post(`${runUrl(run)}/job-groups/${g}/jobs`)
+        .set(owner.auth)
+        .send({ jobs: [{ spec: jobSpec() }] })
+        .expect(201);
     const seconds: Record<number, number> = { 0: 3600, [a]: 7200, [b]: 1800, [c]: 900 };
     for (const s of await claimOf(run, 4)) await execute(s, seconds[s.job_group_id]);
 
     const hours = (...gs: number[]) => gs.reduce((n, g) => n + seconds[g], 0) / 3600;
-    const [root, ga, gb, gc, whole] = await Promise.all([groupCost(run, 0), groupCost(run, a), groupCost(run, b), groupCost(run, c), runCost(run)]);
+    const [root, ga, gb, gc, whole] = await Promise.all([
+      groupCost(run, 0),
+      groupCost(run, a),
+      groupCost(run, b),
+      groupCost(run, c),
+      runCost(run),
+    ]);
     expect(gb.total_usd).toBeCloseTo(hours(b) * PER_HOUR, 4);
     expect(ga.total_usd).toBeCloseTo(hours(a, b) * PER_HOUR, 4);
     expect(gc.total_usd).toBeCloseTo(hours(c) * PER_HOUR, 4);
@@ -122,11 +164,19 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
 
     const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body;
     expect(view.cost).toEqual({ total_usd: whole.total_usd, breakdown: whole.breakdown });
-    const listed = (await t.http.get(`/api/v1/projects/${project}/runs`).set(owner.auth).expect(200)).body.items.find((r: { id: string }) => r.id === run.id);
+    const listed = (await t.http.get(`/api/v1/projects/${project}/runs`).set(owner.auth).expect(200)).body.items.find(
+      (r: { id: string }) => r.id === run.id,
+    );
     expect(listed.cost).toEqual(view.cost);
-    await t.http.get(`${runUrl(run)}/job-groups/99/cost`).set(owner.auth).expect(404);
+    await t.http
+      .get(`${runUrl(run)}/job-groups/99/cost`)
+      .set(owner.auth)
+      .expect(404);
     const stranger = await t.user();
-    await t.http.get(`${runUrl(run)}/cost`).set(stranger.auth).expect(403);
+    await t.http
+      .get(`${runUrl(run)}/cost`)
+      .set(stranger.auth)
+      .expect(403);
   });
 
   it('is exact at read time: running work counts up to the request', async () => {
@@ -189,7 +239,10 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await rewind(s.id, 1000);
     expect((await runCost(run)).running_usd).toBeCloseTo((1000 / 3600) * PER_HOUR, 4);
     // ...but never billed once the lease lapses.
-    await t.dataSource.query(`UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [s.id]);
+    await t.dataSource.query(
+      `UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [s.id],
+    );
     await t.app.get(WorkerLifecycleService).expireLapsedLeases(100);
     const cost = await runCost(run);
     expect(cost.running_usd).toBe(0);
@@ -247,17 +300,31 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     const [s] = await claimOf(run);
     await w.running(s.id);
     await rewind(s.id, 3600); // 0.045 USD so far, none of it rolled up yet
-    const refused = await t.http.post(`/api/v1/projects/${capped.name}/runs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] });
+    const refused = await t.http
+      .post(`/api/v1/projects/${capped.name}/runs`)
+      .set(owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] });
     expect(refused.status).toBe(402);
     expect(refused.body.code).toBe('BILLING_LIMIT_EXCEEDED');
-    const jobs = await t.http.post(`${runUrl(run, capped.name)}/job-groups/0/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] });
+    const jobs = await t.http
+      .post(`${runUrl(run, capped.name)}/job-groups/0/jobs`)
+      .set(owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] });
     expect(jobs.status).toBe(402);
     expect(jobs.body.code).toBe('BILLING_LIMIT_EXCEEDED');
     await w.complete(s.id, DONE);
-    await t.http.post(`/api/v1/projects/${capped.name}/runs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(402);
+    await t.http
+      .post(`/api/v1/projects/${capped.name}/runs`)
+      .set(owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] })
+      .expect(402);
     // Raising the limit lets work in again.
     await t.http.patch(`/api/v1/projects/${capped.name}`).set(owner.auth).send({ billing_limit_usd: 100 }).expect(200);
-    await t.http.post(`${runUrl(run, capped.name)}/job-groups/0/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(201);
+    await t.http
+      .post(`${runUrl(run, capped.name)}/job-groups/0/jobs`)
+      .set(owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] })
+      .expect(201);
     await makeRun(t, owner, capped.name);
   });
 
@@ -267,18 +334,29 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await w.running(first.id);
     await rewind(first.id, 3600);
     await w.heartbeat(first.id);
-    await t.http.post('/admin/v1/resources').set(admin.auth).send({ name: 'cpu', rate_usd_per_unit_hour: 0.08 }).expect(201);
+    await t.http
+      .post('/admin/v1/resources')
+      .set(admin.auth)
+      .send({ name: 'cpu', rate_usd_per_unit_hour: 0.08 })
+      .expect(201);
     // Still running across the change: its second hour keeps the rate it started with.
     await rewind(first.id, 3600);
     await w.complete(first.id, DONE);
     const before = await runCost(run);
     expect(item(before, 'cpu')!.cost_usd).toBeCloseTo(2 * CPU, 4);
 
-    await t.http.post(`${runUrl(run)}/job-groups/0/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(201);
+    await t.http
+      .post(`${runUrl(run)}/job-groups/0/jobs`)
+      .set(owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] })
+      .expect(201);
     const [second] = await claimOf(run);
     await execute(second, 3600);
     const after = await runCost(run);
-    expect(item(after, 'cpu')).toMatchObject({ usage: expect.closeTo(3, 4), cost_usd: expect.closeTo(2 * CPU + 0.08, 4) });
+    expect(item(after, 'cpu')).toMatchObject({
+      usage: expect.closeTo(3, 4),
+      cost_usd: expect.closeTo(2 * CPU + 0.08, 4),
+    });
     expect(item(after, 'memory')!.cost_usd).toBeCloseTo(3 * MEM, 4);
     expect(after.total_usd).toBeCloseTo(2 * CPU + 0.08 + 3 * MEM, 4);
     const pinned: { version: number }[] = await t.dataSource.query(
@@ -290,7 +368,11 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
 
   it('stops a project’s active runs with budget_exceeded once its cost reaches the limit', async () => {
     const poor = (await makeProject(t, owner)).name;
-    const run = await makeRun(t, owner, poor, { priority: 900, job_groups: [{ ref: 'g' }], jobs: [{ spec: jobSpec() }, { group_ref: 'g', spec: jobSpec() }] });
+    const run = await makeRun(t, owner, poor, {
+      priority: 900,
+      job_groups: [{ ref: 'g' }],
+      jobs: [{ spec: jobSpec() }, { group_ref: 'g', spec: jobSpec() }],
+    });
     const [s] = await claimOf(run, 1);
     await w.running(s.id);
     await rewind(s.id, 3600);
@@ -302,14 +384,25 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     expect(stopped).toBe(1);
     const view = (await t.http.get(runUrl(run, poor)).set(owner.auth).expect(200)).body;
     expect(view).toMatchObject({ status: 'terminating', termination_reason: 'budget_exceeded' });
-    const group = (await t.http.get(`${runUrl(run, poor)}/job-groups/1`).set(owner.auth).expect(200)).body;
-    expect(group).toMatchObject({ status: 'cancelled', cancellation: { job_group_id: 0, cancelled_by: 'system', reason: 'budget_exceeded' } });
+    const group = (
+      await t.http
+        .get(`${runUrl(run, poor)}/job-groups/1`)
+        .set(owner.auth)
+        .expect(200)
+    ).body;
+    expect(group).toMatchObject({
+      status: 'cancelled',
+      cancellation: { job_group_id: 0, cancelled_by: 'system', reason: 'budget_exceeded' },
+    });
     const queued = view.jobs.find((j: { id: string }) => j.id !== s.job_id);
     expect(queued).toMatchObject({ status: 'terminated', termination_reason: 'budget_exceeded' });
     expect((await w.heartbeat(s.id)).body.cancel_requested).toBe(true);
     await w.complete(s.id, { status: 'terminated', termination_reason: 'budget_exceeded' });
     await t.app.get(WorkerLifecycleService).sweepCancelled(100, 1000);
-    expect((await t.http.get(runUrl(run, poor)).set(owner.auth).expect(200)).body).toMatchObject({ status: 'terminated', termination_reason: 'budget_exceeded' });
+    expect((await t.http.get(runUrl(run, poor)).set(owner.auth).expect(200)).body).toMatchObject({
+      status: 'terminated',
+      termination_reason: 'budget_exceeded',
+    });
   });
 
   it('reports usage and cost by user, day and resource; totals match the run costs', async () => {
@@ -319,15 +412,28 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await execute(s, 7200);
     const today = new Date().toISOString().slice(0, 10);
     const url = `/api/v1/projects/${p}/billing`;
-    const byAll = (await t.http.get(url).set(owner.auth).query({ from: '2000-01-01', to: today, group_by: 'user,day,resource' }).expect(200)).body.items;
+    const byAll = (
+      await t.http
+        .get(url)
+        .set(owner.auth)
+        .query({ from: '2000-01-01', to: today, group_by: 'user,day,resource' })
+        .expect(200)
+    ).body.items;
     const cpu = byAll.find((r: { resource: string }) => r.resource === 'cpu');
     expect(cpu).toMatchObject({ user: owner.name, unit: expect.any(String) });
     expect(cpu.usage).toBeCloseTo(2, 2);
-    const total = (await t.http.get(url).set(owner.auth).query({ from: '2000-01-01', to: today, group_by: 'user' }).expect(200)).body.items;
+    const total = (
+      await t.http.get(url).set(owner.auth).query({ from: '2000-01-01', to: today, group_by: 'user' }).expect(200)
+    ).body.items;
     expect(total).toHaveLength(1);
     expect(total[0].cost_usd).toBeCloseTo((await runCost(run, p)).total_usd, 8);
     expect(total[0].usage).toBeUndefined();
-    for (const bad of [{ from: 'yesterday', to: today }, { from: today }, { from: today, to: today, group_by: 'team' }, { from: today, to: '2000-01-01' }]) {
+    for (const bad of [
+      { from: 'yesterday', to: today },
+      { from: today },
+      { from: today, to: today, group_by: 'team' },
+      { from: today, to: '2000-01-01' },
+    ]) {
       await t.http.get(url).set(owner.auth).query(bad).expect(400);
     }
     const outsider = await t.user();
@@ -344,35 +450,68 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     }
     await w.complete(s.id, DONE);
     const before = await runUsageSeconds(run.id);
-    const spread = await t.dataSource.query('SELECT count(*)::int AS n FROM billing_run_usage WHERE run_id = $1', [run.id]);
+    const spread = await t.dataSource.query('SELECT count(*)::int AS n FROM billing_run_usage WHERE run_id = $1', [
+      run.id,
+    ]);
     const report = (await t.http.post('/admin/v1/maintenance/cleanup').set(admin.auth).expect(200)).body;
-    expect(report).toMatchObject({ shard_rows_compacted: expect.any(Number), lapsed_leases_expired: expect.any(Number) });
+    expect(report).toMatchObject({
+      shard_rows_compacted: expect.any(Number),
+      lapsed_leases_expired: expect.any(Number),
+    });
     expect(await runUsageSeconds(run.id)).toEqual(before);
-    const after = await t.dataSource.query('SELECT count(*)::int AS n FROM billing_run_usage WHERE run_id = $1', [run.id]);
+    const after = await t.dataSource.query('SELECT count(*)::int AS n FROM billing_run_usage WHERE run_id = $1', [
+      run.id,
+    ]);
     expect(after[0].n).toBeLessThanOrEqual(spread[0].n);
     expect(after[0].n).toBe(Object.keys(before).length);
     await t.http.post('/admin/v1/maintenance/cleanup').set(owner.auth).expect(403);
   });
 
   it('shows costs in group views, and per submission in run, list, group-jobs and history responses', async () => {
-    const run = await makeRun(t, owner, project, { priority: 900, job_groups: [{ ref: 'g' }], jobs: [{ group_ref: 'g', spec: jobSpec() }] });
+    const run = await makeRun(t, owner, project, {
+      priority: 900,
+      job_groups: [{ ref: 'g' }],
+      jobs: [{ group_ref: 'g', spec: jobSpec() }],
+    });
     const [s] = await claimOf(run, 1);
     await execute(s, 3600);
     // An hour of one job; the rates are whatever earlier tests left current, so take the run's own total.
     const expected = (await runCost(run)).total_usd;
     expect(expected).toBeGreaterThanOrEqual(PER_HOUR * 0.99);
-    const group = (await t.http.get(`${runUrl(run)}/job-groups/1`).set(owner.auth).expect(200)).body;
+    const group = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/1`)
+        .set(owner.auth)
+        .expect(200)
+    ).body;
     expect(group.cost.total_usd).toBeCloseTo(expected, 4);
-    const children = (await t.http.get(`${runUrl(run)}/job-groups/0/job-groups`).set(owner.auth).expect(200)).body.items;
+    const children = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/0/job-groups`)
+        .set(owner.auth)
+        .expect(200)
+    ).body.items;
     expect(children[0].cost.total_usd).toBeCloseTo(expected, 4);
     const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body;
     expect(view.jobs[0].job_submissions[0].cost_usd).toBeCloseTo(expected, 4);
     expect(view.jobs[0].latest_job_submission.cost_usd).toBeCloseTo(expected, 4);
-    const listed = (await t.http.get(`/api/v1/projects/${project}/runs`).set(owner.auth).query({ limit: 100 }).expect(200)).body.items.find((r: { id: string }) => r.id === run.id);
+    const listed = (
+      await t.http.get(`/api/v1/projects/${project}/runs`).set(owner.auth).query({ limit: 100 }).expect(200)
+    ).body.items.find((r: { id: string }) => r.id === run.id);
     expect(listed.jobs[0].job_submissions[0].cost_usd).toBeCloseTo(expected, 4);
-    const groupJobs = (await t.http.get(`${runUrl(run)}/job-groups/1/jobs`).set(owner.auth).expect(200)).body.items;
+    const groupJobs = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/1/jobs`)
+        .set(owner.auth)
+        .expect(200)
+    ).body.items;
     expect(groupJobs[0].latest_job_submission.cost_usd).toBeCloseTo(expected, 4);
-    const history = (await t.http.get(`${runUrl(run)}/jobs/${s.job_id}/submissions`).set(owner.auth).expect(200)).body.items;
+    const history = (
+      await t.http
+        .get(`${runUrl(run)}/jobs/${s.job_id}/submissions`)
+        .set(owner.auth)
+        .expect(200)
+    ).body.items;
     expect(history[0].cost_usd).toBeCloseTo(expected, 4);
   });
 });

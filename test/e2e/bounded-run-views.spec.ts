@@ -45,7 +45,10 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
   const runsUrl = () => `/api/v1/projects/${project}/runs`;
   const getRun = async (id: string, query: Record<string, unknown> = {}): Promise<RunView> =>
     (await t.http.get(`${runsUrl()}/${id}`).query(query).set(owner.auth).expect(200)).body;
-  const listRuns = async (query: Record<string, unknown> = {}, url = runsUrl()): Promise<{ items: RunView[]; next_cursor: string | null; bytes: number }> => {
+  const listRuns = async (
+    query: Record<string, unknown> = {},
+    url = runsUrl(),
+  ): Promise<{ items: RunView[]; next_cursor: string | null; bytes: number }> => {
     const res = await t.http.get(url).query(query).set(owner.auth).expect(200);
     return { ...res.body, bytes: Buffer.byteLength(res.text) };
   };
@@ -124,7 +127,11 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
         const item = (await listRuns({ limit: 1, ...query })).items[0];
         expect(item).toMatchObject({ id: run.id, jobs: [], jobs_truncated: true, job_counts: { submitted: 250 } });
       }
-      expect(await getRun(run.id, { jobs_limit: 0 })).toMatchObject({ jobs: [], jobs_truncated: true, job_counts: { submitted: 250 } });
+      expect(await getRun(run.id, { jobs_limit: 0 })).toMatchObject({
+        jobs: [],
+        jobs_truncated: true,
+        job_counts: { submitted: 250 },
+      });
     });
 
     it('GET one run: default 1,000 jobs, jobs_limit cuts it, job_submissions_limit still applies per job', async () => {
@@ -150,7 +157,12 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     for (const url of [runsUrl(), '/api/v1/runs', `${runsUrl()}/${run.id}`]) {
       for (const bad of [10_001, 100_000, -1, 1.5, 'ten']) {
         const res = await t.http.get(url).query({ jobs_limit: bad }).set(owner.auth);
-        expect({ url, bad, status: res.status, code: res.body.code }).toEqual({ url, bad, status: 400, code: 'VALIDATION_FAILED' });
+        expect({ url, bad, status: res.status, code: res.body.code }).toEqual({
+          url,
+          bad,
+          status: 400,
+          code: 'VALIDATION_FAILED',
+        });
         expect(JSON.stringify(res.body)).toContain('jobs_limit');
       }
       await t.http.get(url).query({ jobs_limit: 10_000 }).set(owner.auth).expect(200);
@@ -165,7 +177,10 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
   it('job_counts stay exact through claims, running, outcomes, a group cancel with jobs on workers, and an abort', async () => {
     const run = await makeRun(t, owner, project, {
       job_groups: [{ ref: 'g' }],
-      jobs: [{ spec: jobSpec(), replicas: 6 }, { spec: jobSpec(), group_ref: 'g', replicas: 4 }],
+      jobs: [
+        { spec: jobSpec(), replicas: 6 },
+        { spec: jobSpec(), group_ref: 'g', replicas: 4 },
+      ],
     });
     const url = `${runsUrl()}/${run.id}`;
     /** job_counts from GET and from the list agree with each other and with the jobs' statuses. */
@@ -187,23 +202,33 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     for (const s of [...root.slice(0, 4), ...inG.slice(0, 3)]) expect((await w.running(s.id)).status).toBe(200);
     expect(await counts()).toEqual({ provisioning: 3, running: 7 });
 
-    expect((await w.complete(root[0].id, { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 })).status).toBe(200);
+    expect(
+      (await w.complete(root[0].id, { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 })).status,
+    ).toBe(200);
     expect((await w.complete(root[1].id, ERROR)).status).toBe(200);
-    expect((await w.complete(root[2].id, { status: 'aborted', termination_reason: 'aborted_by_user' })).status).toBe(200);
+    expect((await w.complete(root[2].id, { status: 'aborted', termination_reason: 'aborted_by_user' })).status).toBe(
+      200,
+    );
     expect(await counts()).toEqual({ provisioning: 3, running: 4, done: 1, failed: 1, aborted: 1 });
 
     // Cancelling g while 3 of its jobs run and 1 is provisioning: all 4 show as terminated at once.
     await t.http.post(`${url}/job-groups/1/cancel`).set(owner.auth).send({}).expect(200);
     expect(await counts()).toEqual({ provisioning: 2, running: 1, done: 1, failed: 1, aborted: 1, terminated: 4 });
     // A cancelled job's worker reporting the end changes nothing: it was counted when the group was cancelled.
-    expect((await w.complete(inG[0].id, { status: 'terminated', termination_reason: 'job_group_cancelled' })).status).toBe(200);
-    expect((await w.complete(inG[1].id, { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 })).status).toBe(200);
+    expect(
+      (await w.complete(inG[0].id, { status: 'terminated', termination_reason: 'job_group_cancelled' })).status,
+    ).toBe(200);
+    expect(
+      (await w.complete(inG[1].id, { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 })).status,
+    ).toBe(200);
     expect(await counts()).toEqual({ provisioning: 2, running: 1, done: 1, failed: 1, aborted: 1, terminated: 4 });
 
     // Aborting the run: what is left shows as aborted, whatever its workers are still doing.
     await t.http.post(`${url}/stop`).set(owner.auth).send({ abort: true }).expect(200);
     expect(await counts()).toEqual({ done: 1, failed: 1, aborted: 4, terminated: 4 });
-    expect((await w.complete(root[3].id, { status: 'aborted', termination_reason: 'aborted_by_user' })).status).toBe(200);
+    expect((await w.complete(root[3].id, { status: 'aborted', termination_reason: 'aborted_by_user' })).status).toBe(
+      200,
+    );
     expect(await counts()).toEqual({ done: 1, failed: 1, aborted: 4, terminated: 4 });
     const stopped = await getRun(run.id);
     expect(stopped.jobs_truncated).toBe(false);
@@ -213,8 +238,9 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
   });
 
   it('the migration that added n_aborted backfills what the lifecycle keeps (replayed over the rows the test above left)', async () => {
-    const counters = (q: { query: (sql: string) => Promise<{ run_id: string; job_group_id: number; n_aborted: number }[]> }) =>
-      q.query(`SELECT run_id, job_group_id, n_aborted FROM job_group_counters ORDER BY run_id, job_group_id`);
+    const counters = (q: {
+      query: (sql: string) => Promise<{ run_id: string; job_group_id: number; n_aborted: number }[]>;
+    }) => q.query(`SELECT run_id, job_group_id, n_aborted FROM job_group_counters ORDER BY run_id, job_group_id`);
     const kept = await counters(t.dataSource);
     expect(kept.some((c) => c.n_aborted > 0)).toBe(true);
     const runner = t.dataSource.createQueryRunner();
@@ -241,7 +267,8 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     const hundred = await pageOf();
     for (let i = 0; i < 3; i++) await submit(5000);
     const big = await pageOf();
-    for (const item of big.body.items) expect(item).toMatchObject({ jobs_truncated: true, job_counts: { submitted: 5000 } });
+    for (const item of big.body.items)
+      expect(item).toMatchObject({ jobs_truncated: true, job_counts: { submitted: 5000 } });
     expect(big.body.items.map((r) => r.jobs.length)).toEqual([100, 100, 100]);
     // Same number of jobs shown: same size within the few bytes of larger counts and different ids.
     expect(big.bytes).toBeLessThan(hundred.bytes * 1.05);
@@ -251,7 +278,11 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     // under EXPLAIN ANALYZE, counting the rows its scans of jobs returned.
     const sent: [string, unknown[]][] = [];
     const original = EntityManager.prototype.query;
-    const spy = jest.spyOn(EntityManager.prototype, 'query').mockImplementation(function (this: EntityManager, text: string, params?: unknown[]) {
+    const spy = jest.spyOn(EntityManager.prototype, 'query').mockImplementation(function (
+      this: EntityManager,
+      text: string,
+      params?: unknown[],
+    ) {
       sent.push([text, params ?? []]);
       return original.call(this, text, params);
     });
@@ -287,12 +318,23 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     );
     try {
       const url = `/api/v1/projects/${billed.name}/billing`;
-      const tooBig = await t.http.get(url).query({ from: '1800-01-01', to: '2100-12-31', group_by: 'day' }).set(owner.auth);
+      const tooBig = await t.http
+        .get(url)
+        .query({ from: '1800-01-01', to: '2100-12-31', group_by: 'day' })
+        .set(owner.auth);
       expect(tooBig.status).toBe(400);
       expect(tooBig.body).toMatchObject({ code: 'VALIDATION_FAILED', details: [{ field: 'to' }] });
-      const justFits = await t.http.get(url).query({ from: '1800-01-02', to: '2100-12-31', group_by: 'day' }).set(owner.auth).expect(200);
+      const justFits = await t.http
+        .get(url)
+        .query({ from: '1800-01-02', to: '2100-12-31', group_by: 'day' })
+        .set(owner.auth)
+        .expect(200);
       expect(justFits.body.items).toHaveLength(100_000);
-      const byUser = await t.http.get(url).query({ from: '1800-01-01', to: '2100-12-31', group_by: 'user' }).set(owner.auth).expect(200);
+      const byUser = await t.http
+        .get(url)
+        .query({ from: '1800-01-01', to: '2100-12-31', group_by: 'user' })
+        .set(owner.auth)
+        .expect(200);
       expect(byUser.body.items).toHaveLength(1);
     } finally {
       await t.dataSource.query(`DELETE FROM billing_daily_usage WHERE project_id = $1`, [billed.id]);

@@ -15,7 +15,12 @@ interface Answer {
   retryAfter?: string;
 }
 
-const answer = (what: string, res: Response): Answer => ({ what, status: res.status, code: res.body?.code, retryAfter: res.headers['retry-after'] });
+const answer = (what: string, res: Response): Answer => ({
+  what,
+  status: res.status,
+  code: res.body?.code,
+  retryAfter: res.headers['retry-after'],
+});
 const isOk = (a: Answer) => a.status >= 200 && a.status < 300;
 const isUnavailable = (a: Answer) => a.status === 503 && a.code === 'DATABASE_UNAVAILABLE' && a.retryAfter === '1';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -29,14 +34,25 @@ interface Actors {
 
 async function actors(t: TestApp): Promise<Actors> {
   const owner = await t.user();
-  return { owner, service: await t.user('service'), admin: await t.user('admin'), project: (await makeProject(t, owner)).name };
+  return {
+    owner,
+    service: await t.user('service'),
+    admin: await t.user('admin'),
+    project: (await makeProject(t, owner)).name,
+  };
 }
 
 /**
  * Reads and writes from several concurrent clients (submits, lists, run views, a worker claiming, reporting
  * running and completing) for `ms`, while `disrupt` runs every `everyMs`. Returns every answer.
  */
-async function underLoad(t: TestApp, a: Actors, ms: number, everyMs: number, disrupt: () => Promise<void>): Promise<Answer[]> {
+async function underLoad(
+  t: TestApp,
+  a: Actors,
+  ms: number,
+  everyMs: number,
+  disrupt: () => Promise<void>,
+): Promise<Answer[]> {
   const answers: Answer[] = [];
   const stopAt = Date.now() + ms;
   const runIds: string[] = [(await makeRun(t, a.owner, a.project)).id];
@@ -46,7 +62,10 @@ async function underLoad(t: TestApp, a: Actors, ms: number, everyMs: number, dis
   };
   const submitter = () =>
     loop(async () => {
-      const res = await t.http.post(runs).set(a.owner.auth).send({ jobs: [{ spec: jobSpec(), replicas: 2 }] });
+      const res = await t.http
+        .post(runs)
+        .set(a.owner.auth)
+        .send({ jobs: [{ spec: jobSpec(), replicas: 2 }] });
       answers.push(answer('submit', res));
       if (res.status === 201) runIds.push(res.body.id);
     });
@@ -58,15 +77,25 @@ async function underLoad(t: TestApp, a: Actors, ms: number, everyMs: number, dis
     });
   const worker = () =>
     loop(async () => {
-      const post = (path: string, body: object) => t.http.post(`/internal/v1/submissions${path}`).set(a.service.auth).send(body);
-      const claimed = await post('/claim', { worker_id: 'w-outage', capacity: { cpu: 64, memory_mib: 65536, gpu: 0 }, limit: 2 });
+      const post = (path: string, body: object) =>
+        t.http.post(`/internal/v1/submissions${path}`).set(a.service.auth).send(body);
+      const claimed = await post('/claim', {
+        worker_id: 'w-outage',
+        capacity: { cpu: 64, memory_mib: 65536, gpu: 0 },
+        limit: 2,
+      });
       answers.push(answer('claim', claimed));
       if (claimed.status !== 200) return;
       for (const s of claimed.body.submissions as { id: string }[]) {
         const running = await post(`/${s.id}/running`, { worker_id: 'w-outage', provisioning_data: {} });
         answers.push(answer('running', running));
         if (running.status !== 200) continue;
-        const done = await post(`/${s.id}/complete`, { worker_id: 'w-outage', status: 'done', termination_reason: 'done_by_runner', exit_status: 0 });
+        const done = await post(`/${s.id}/complete`, {
+          worker_id: 'w-outage',
+          status: 'done',
+          termination_reason: 'done_by_runner',
+          exit_status: 0,
+        });
         answers.push(answer('complete', done));
       }
       if (claimed.body.submissions.length === 0) await sleep(20);
@@ -103,7 +132,11 @@ async function servesNormally(t: TestApp, a: Actors): Promise<void> {
   const run = await makeRun(t, a.owner, a.project);
   await t.http.get(`/api/v1/projects/${a.project}/runs?limit=5`).set(a.owner.auth).expect(200);
   await t.http.get(`/api/v1/projects/${a.project}/runs/${run.id}`).set(a.owner.auth).expect(200);
-  await t.http.post('/internal/v1/submissions/claim').set(a.service.auth).send({ worker_id: 'w-after', capacity: { cpu: 64, memory_mib: 65536, gpu: 0 }, limit: 5 }).expect(200);
+  await t.http
+    .post('/internal/v1/submissions/claim')
+    .set(a.service.auth)
+    .send({ worker_id: 'w-after', capacity: { cpu: 64, memory_mib: 65536, gpu: 0 }, limit: 5 })
+    .expect(200);
   expect(await invariants(t, a.admin)).toMatchObject({ ok: true });
 }
 
@@ -131,14 +164,24 @@ describe('the database going away', () => {
     expect(ready.status).toBe(503);
     expect(ready.headers['retry-after']).toBe('1');
     expect(ready.body).toMatchObject({ status_code: 503, code: 'DATABASE_UNAVAILABLE' });
-    expect(ready.body.details).toEqual(expect.arrayContaining([expect.objectContaining({ check: 'database', status: 'down' })]));
+    expect(ready.body.details).toEqual(
+      expect.arrayContaining([expect.objectContaining({ check: 'database', status: 'down' })]),
+    );
     await t.http.get('/healthz').expect(200);
     // An API read and a write (the token is cached, so the guard lets them through to the database).
     const read = await t.http.get(`/api/v1/projects/${a.project}/runs`).set(a.owner.auth);
     expect(isUnavailable(answer('list', read))).toBe(true);
-    const write = await t.http.post(`/api/v1/projects/${a.project}/runs`).set(a.owner.auth).send({ jobs: [{ spec: jobSpec() }] });
+    const write = await t.http
+      .post(`/api/v1/projects/${a.project}/runs`)
+      .set(a.owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] });
     expect(isUnavailable(answer('submit', write))).toBe(true);
-    expect(write.body).toEqual({ status_code: 503, code: 'DATABASE_UNAVAILABLE', message: expect.any(String), details: [] });
+    expect(write.body).toEqual({
+      status_code: 503,
+      code: 'DATABASE_UNAVAILABLE',
+      message: expect.any(String),
+      details: [],
+    });
 
     await proxy.restore();
     await servesNormally(t, a);
@@ -180,7 +223,10 @@ describeRealPostgres('pg_terminate_backend on the app connections (real PostgreS
   beforeAll(async () => {
     t = await createTestApp({}, { ownDatabase: 'outage' });
     a = await actors(t);
-    killer = new Client({ connectionString: await workerDatabaseUrl('outage'), application_name: 'runplane-test-killer' });
+    killer = new Client({
+      connectionString: await workerDatabaseUrl('outage'),
+      application_name: 'runplane-test-killer',
+    });
     await killer.connect();
   });
   afterAll(async () => {
@@ -201,7 +247,9 @@ describeRealPostgres('pg_terminate_backend on the app connections (real PostgreS
     expect({ bad: bad.slice(0, 10), counts: summary(answers) }).toMatchObject({ bad: [] });
     expect(terminated).toBeGreaterThan(10);
     expect(answers.filter(isOk).length).toBeGreaterThan(0);
-    process.stdout.write(`pg_terminate_backend: ${terminated} backends terminated; answers ${JSON.stringify(summary(answers))}\n`);
+    process.stdout.write(
+      `pg_terminate_backend: ${terminated} backends terminated; answers ${JSON.stringify(summary(answers))}\n`,
+    );
     // Transactions that died before COMMIT were run again (the metric counts them by SQLSTATE).
     const metrics = (await t.http.get('/metrics').expect(200)).text;
     expect(metrics).toMatch(/runplane_transaction_retries_total\{sqlstate="(57P01|connection)"\} [1-9]/);
@@ -231,7 +279,10 @@ describeRealPostgres('the background loops leader losing its connection (real Po
   };
   beforeAll(async () => {
     t = await createTestApp({ RUNPLANE_BACKGROUND_LOOPS: 'true' }, { ownDatabase: 'outage' });
-    admin = new Client({ connectionString: await workerDatabaseUrl('outage'), application_name: 'runplane-test-admin' });
+    admin = new Client({
+      connectionString: await workerDatabaseUrl('outage'),
+      application_name: 'runplane-test-admin',
+    });
     await admin.connect();
   });
   afterAll(async () => {
@@ -281,7 +332,10 @@ describe('a read whose connection was lost', () => {
 
   it('a second loss in a row answers 503 DATABASE_UNAVAILABLE with Retry-After, after exactly two tries', async () => {
     const user = await t.user();
-    const read = jest.spyOn(UsersRepository.prototype, 'findByIds').mockRejectedValueOnce(lost()).mockRejectedValueOnce(lost());
+    const read = jest
+      .spyOn(UsersRepository.prototype, 'findByIds')
+      .mockRejectedValueOnce(lost())
+      .mockRejectedValueOnce(lost());
     const res = await t.http.get('/api/v1/users/me').set(user.auth);
     expect(isUnavailable(answer('me', res))).toBe(true);
     expect(read).toHaveBeenCalledTimes(2);
@@ -292,7 +346,9 @@ describeRealPostgres('the database dropped under the app (real PostgreSQL)', () 
   it('/readyz and the API answer 503 DATABASE_UNAVAILABLE at once, /healthz stays 200', async () => {
     const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
     const name = `${templateName().replace(/_tpl$/, '')}_w${process.env.JEST_WORKER_ID ?? '1'}_dropped`;
-    await withAdminClient(adminUrl, (c) => c.query(`CREATE DATABASE "${name}" TEMPLATE "${templateName()}" STRATEGY FILE_COPY`));
+    await withAdminClient(adminUrl, (c) =>
+      c.query(`CREATE DATABASE "${name}" TEMPLATE "${templateName()}" STRATEGY FILE_COPY`),
+    );
     const t = await createTestApp({ DATABASE_URL: urlFor(adminUrl, name) });
     try {
       const user = await t.user();

@@ -24,13 +24,19 @@ describe('the server on its embedded database', () => {
     expect(first.output()).not.toContain(ADMIN_TOKEN);
     expect(await (await fetch(`${first.url}/healthz`)).json()).toEqual({ status: 'ok' });
     expect((await fetch(`${first.url}/readyz`)).status).toBe(200);
-    const created = await fetch(`${first.url}/api/v1/projects`, { method: 'POST', headers: auth, body: JSON.stringify({ name: 'kept' }) });
+    const created = await fetch(`${first.url}/api/v1/projects`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ name: 'kept' }),
+    });
     expect(created.status).toBe(201);
 
     const second = await runCli({ ...env, PORT: '0' }, ['serve']);
     expect(second.code).toBe(1);
     // One line, saying what is wrong and what to do: no start-up log, no stack.
-    expect(second.output).toMatch(/^runplane: Data directory \S+ is in use by process \d+ \(lock file \S+\): stop that server \(or command\), or set RUNPLANE_DATA_DIR to another directory\n$/);
+    expect(second.output).toMatch(
+      /^runplane: Data directory \S+ is in use by process \d+ \(lock file \S+\): stop that server \(or command\), or set RUNPLANE_DATA_DIR to another directory\n$/,
+    );
     expect(second.stderr).toBe(second.output);
 
     expect(await first.stop('SIGTERM')).toBe(0);
@@ -49,7 +55,9 @@ describe('the server on its embedded database', () => {
   it('refuses bad configuration with one line naming the variable, before touching the data directory', async () => {
     const result = await runCli({ RUNPLANE_DATA_DIR: join(dir, 'never'), PORT: 'eighty' }, ['serve']);
     expect(result.code).toBe(1);
-    expect(result.output).toBe('runplane: Invalid configuration: PORT="eighty" must be an integer port; fix it and start again (the README lists every variable)\n');
+    expect(result.output).toBe(
+      'runplane: Invalid configuration: PORT="eighty" must be an integer port; fix it and start again (the README lists every variable)\n',
+    );
   });
 
   it('refuses a port in use with one line, and leaves its data directory unlocked', async () => {
@@ -61,7 +69,9 @@ describe('the server on its embedded database', () => {
       const result = await runCli({ RUNPLANE_DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'info' }, ['serve']);
       expect(result.code).toBe(1);
       // The first admin's token line (written before listening) may come first; the rest is the one line.
-      expect(result.stderr).toBe(`runplane: cannot listen on 127.0.0.1:${port}: the port is already in use; stop what listens there, or set PORT to a free port (0 picks one)\n`);
+      expect(result.stderr).toBe(
+        `runplane: cannot listen on 127.0.0.1:${port}: the port is already in use; stop what listens there, or set PORT to a free port (0 picks one)\n`,
+      );
       expect(result.output).not.toMatch(/"level"|EADDRINUSE|\n\s+at /);
       expect(existsSync(`${dataDir}.lock`)).toBe(false);
     } finally {
@@ -74,7 +84,9 @@ describe('the server on its embedded database', () => {
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const port = (closed.address() as { port: number }).port;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
-    const result = await runCli({ DATABASE_URL: `postgres://runplane:s3cret@127.0.0.1:${port}/runplane`, PORT: '0' }, ['serve']);
+    const result = await runCli({ DATABASE_URL: `postgres://runplane:s3cret@127.0.0.1:${port}/runplane`, PORT: '0' }, [
+      'serve',
+    ]);
     expect(result.code).toBe(1);
     expect(result.output).toBe(
       `runplane: cannot connect to the PostgreSQL server at DATABASE_URL (127.0.0.1:${port}/runplane): connect ECONNREFUSED 127.0.0.1:${port}; check that the server runs and accepts this user and database\n`,

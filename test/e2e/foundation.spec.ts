@@ -58,17 +58,30 @@ describe('foundation: auth, errors, projects, operations', () => {
 
   it('lets an admin create users whose tokens work, and users mint more tokens', async () => {
     const admin = await t.user('admin');
-    const created = await t.http.post('/api/v1/users').set(admin.auth).send({ name: `u-${Date.now()}`, global_role: 'user' }).expect(201);
+    const created = await t.http
+      .post('/api/v1/users')
+      .set(admin.auth)
+      .send({ name: `u-${Date.now()}`, global_role: 'user' })
+      .expect(201);
     expect(created.body.user).toMatchObject({ global_role: 'user' });
     const auth = { Authorization: `Bearer ${created.body.token}` };
     const me = await t.http.get('/api/v1/users/me').set(auth).expect(200);
     expect(me.body.id).toBe(created.body.user.id);
     const second = await t.http.post('/api/v1/users/me/tokens').set(auth).expect(201);
-    await t.http.get('/api/v1/users/me').set({ Authorization: `Bearer ${second.body.token}` }).expect(200);
-    const stored = await t.dataSource.query('SELECT token_hash FROM api_tokens WHERE user_id = $1', [created.body.user.id]);
+    await t.http
+      .get('/api/v1/users/me')
+      .set({ Authorization: `Bearer ${second.body.token}` })
+      .expect(200);
+    const stored = await t.dataSource.query('SELECT token_hash FROM api_tokens WHERE user_id = $1', [
+      created.body.user.id,
+    ]);
     expect(stored).toHaveLength(2);
     for (const row of stored) expect(row.token_hash).not.toContain(created.body.token);
-    await t.http.post('/api/v1/users').set(admin.auth).send({ name: created.body.user.name, global_role: 'user' }).expect(409);
+    await t.http
+      .post('/api/v1/users')
+      .set(admin.auth)
+      .send({ name: created.body.user.name, global_role: 'user' })
+      .expect(409);
   });
 
   it('rejects bad bodies, unknown fields and malformed JSON with 400 naming the field, writing nothing', async () => {
@@ -84,12 +97,21 @@ describe('foundation: auth, errors, projects, operations', () => {
       [{}, 'name'],
     ];
     for (const [body, field] of cases) {
-      const res = await t.http.post('/api/v1/projects').set(user.auth).send(body as object).expect(400);
+      const res = await t.http
+        .post('/api/v1/projects')
+        .set(user.auth)
+        .send(body as object)
+        .expect(400);
       expect(res.body.code).toBe('VALIDATION_FAILED');
       expect(res.body.details.map((d: { field: string }) => d.field)).toContain(field);
       expect(res.body.message).toContain(field);
     }
-    const malformed = await t.http.post('/api/v1/projects').set(user.auth).set('Content-Type', 'application/json').send('{"name": ').expect(400);
+    const malformed = await t.http
+      .post('/api/v1/projects')
+      .set(user.auth)
+      .set('Content-Type', 'application/json')
+      .send('{"name": ')
+      .expect(400);
     expect(malformed.body.code).toBe('VALIDATION_FAILED');
     const after = await t.dataSource.query('SELECT count(*)::int AS n FROM projects');
     expect(after[0].n).toBe(before[0].n);
@@ -118,14 +140,31 @@ describe('foundation: auth, errors, projects, operations', () => {
       { user: other.name, role: 'user' },
     ]);
     await t.http.get(`/api/v1/projects/${project.name}`).set(other.auth).expect(200);
-    await t.http.put(`/api/v1/projects/${project.name}/members`).set(other.auth).send({ members: [{ user: other.name, role: 'admin' }] }).expect(403);
-    const noAdmin = await t.http.put(`/api/v1/projects/${project.name}/members`).set(owner.auth).send({ members: [{ user: owner.name, role: 'user' }] }).expect(400);
+    await t.http
+      .put(`/api/v1/projects/${project.name}/members`)
+      .set(other.auth)
+      .send({ members: [{ user: other.name, role: 'admin' }] })
+      .expect(403);
+    const noAdmin = await t.http
+      .put(`/api/v1/projects/${project.name}/members`)
+      .set(owner.auth)
+      .send({ members: [{ user: owner.name, role: 'user' }] })
+      .expect(400);
     expect(noAdmin.body.code).toBe('VALIDATION_FAILED');
-    await t.http.put(`/api/v1/projects/${project.name}/members`).set(owner.auth).send({ members: [{ user: 'nobody-here', role: 'admin' }] }).expect(400);
     await t.http
       .put(`/api/v1/projects/${project.name}/members`)
       .set(owner.auth)
-      .send({ members: [{ user: owner.name, role: 'admin' }, { user: owner.name, role: 'user' }] })
+      .send({ members: [{ user: 'nobody-here', role: 'admin' }] })
+      .expect(400);
+    await t.http
+      .put(`/api/v1/projects/${project.name}/members`)
+      .set(owner.auth)
+      .send({
+        members: [
+          { user: owner.name, role: 'admin' },
+          { user: owner.name, role: 'user' },
+        ],
+      })
       .expect(400);
     const view = await t.http.get(`/api/v1/projects/${project.name}`).set(owner.auth).expect(200);
     expect(view.body.members).toHaveLength(2);
@@ -155,10 +194,25 @@ describe('foundation: auth, errors, projects, operations', () => {
     const owner = await t.user();
     const key = `key-${Date.now()}`;
     const name = `idem-${Date.now()}`;
-    const first = await t.http.post('/api/v1/projects').set(owner.auth).set('Idempotency-Key', key).send({ name }).expect(201);
-    const again = await t.http.post('/api/v1/projects').set(owner.auth).set('Idempotency-Key', key).send({ name }).expect(201);
+    const first = await t.http
+      .post('/api/v1/projects')
+      .set(owner.auth)
+      .set('Idempotency-Key', key)
+      .send({ name })
+      .expect(201);
+    const again = await t.http
+      .post('/api/v1/projects')
+      .set(owner.auth)
+      .set('Idempotency-Key', key)
+      .send({ name })
+      .expect(201);
     expect(again.body).toEqual(first.body);
-    const other = await t.http.post('/api/v1/projects').set(owner.auth).set('Idempotency-Key', key).send({ name: `${name}-2` }).expect(409);
+    const other = await t.http
+      .post('/api/v1/projects')
+      .set(owner.auth)
+      .set('Idempotency-Key', key)
+      .send({ name: `${name}-2` })
+      .expect(409);
     expect(other.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
     const rows = await t.dataSource.query('SELECT count(*)::int AS n FROM projects WHERE name LIKE $1', [`${name}%`]);
     expect(rows[0].n).toBe(1);

@@ -23,7 +23,8 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
   afterAll(() => t.close());
 
   /** POSTs raw JSON text (so that `__proto__` keys and lone surrogates arrive exactly as written). */
-  const postRaw = (path: string, json: string, user = owner) => t.http.post(path).set(user.auth).set('Content-Type', 'application/json').send(json);
+  const postRaw = (path: string, json: string, user = owner) =>
+    t.http.post(path).set(user.auth).set('Content-Type', 'application/json').send(json);
   const spec = (overrides: Record<string, unknown> = {}) => jobSpec(overrides);
   const runBody = (overrides: Record<string, unknown>) => JSON.stringify({ jobs: [{ spec: spec() }], ...overrides });
 
@@ -54,33 +55,72 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
       const groups = `${runs}/${runId}/job-groups`;
       const cases: [string, string, string, TestUser][] = [
         [groups, JSON.stringify({ parent_id: 0, attributes: { a: NUL } }), 'attributes.a', owner],
-        [`${groups}/0/jobs`, JSON.stringify({ jobs: [{ spec: spec({ env: { FOO: NUL } }) }] }), 'jobs[0].spec.env.FOO', owner],
+        [
+          `${groups}/0/jobs`,
+          JSON.stringify({ jobs: [{ spec: spec({ env: { FOO: NUL } }) }] }),
+          'jobs[0].spec.env.FOO',
+          owner,
+        ],
         [`${groups}/0/cancel`, JSON.stringify({ reason: `because${NUL}` }), 'reason', owner],
         [`${runs}/${runId}/stop`, JSON.stringify({ abort: false, [`x${NUL}`]: 1 }), '["x\\u0000"]', owner],
         ['/api/v1/projects', JSON.stringify({ name: `p${NUL}` }), 'name', owner],
         ['/api/v1/users', JSON.stringify({ name: `u${NUL}`, global_role: 'user' }), 'name', admin],
-        ['/admin/v1/resources', JSON.stringify({ name: 'cpu', rate_usd_per_unit_hour: 1, unit: `c${NUL}` }), 'unit', admin],
-        [`/internal/v1/submissions/${randomUUID()}/running`, JSON.stringify({ worker_id: 'w1', provisioning_data: { host: NUL } }), 'provisioning_data.host', service],
-        [`/internal/v1/submissions/${randomUUID()}/complete`, JSON.stringify({ worker_id: `w${NUL}`, status: 'done', termination_reason: 'done_by_runner' }), 'worker_id', service],
+        [
+          '/admin/v1/resources',
+          JSON.stringify({ name: 'cpu', rate_usd_per_unit_hour: 1, unit: `c${NUL}` }),
+          'unit',
+          admin,
+        ],
+        [
+          `/internal/v1/submissions/${randomUUID()}/running`,
+          JSON.stringify({ worker_id: 'w1', provisioning_data: { host: NUL } }),
+          'provisioning_data.host',
+          service,
+        ],
+        [
+          `/internal/v1/submissions/${randomUUID()}/complete`,
+          JSON.stringify({ worker_id: `w${NUL}`, status: 'done', termination_reason: 'done_by_runner' }),
+          'worker_id',
+          service,
+        ],
       ];
       for (const [path, body, field, user] of cases) {
         const before = await rowCounts(t);
         expectFieldError(await postRaw(path, body, user), 400, 'VALIDATION_FAILED', field);
         expect(await rowCounts(t)).toEqual(before);
       }
-      const res = await t.http.put(`/api/v1/projects/${project}/members`).set(owner.auth).send({ members: [{ user: `x${NUL}`, role: 'user' }] });
+      const res = await t.http
+        .put(`/api/v1/projects/${project}/members`)
+        .set(owner.auth)
+        .send({ members: [{ user: `x${NUL}`, role: 'user' }] });
       expectFieldError(res, 400, 'VALIDATION_FAILED', 'members[0].user');
     });
 
     it('in query parameters', async () => {
       expectFieldError(await t.http.get(`${runs}?user=a%00`).set(owner.auth), 400, 'VALIDATION_FAILED', 'user');
-      expectFieldError(await t.http.get(`${runs}/${runId}/job-groups/0/jobs?status=done%00`).set(owner.auth), 400, 'VALIDATION_FAILED', 'status');
-      expectFieldError(await t.http.get(`/api/v1/projects?cursor=a%00`).set(owner.auth), 400, 'VALIDATION_FAILED', 'cursor');
+      expectFieldError(
+        await t.http.get(`${runs}/${runId}/job-groups/0/jobs?status=done%00`).set(owner.auth),
+        400,
+        'VALIDATION_FAILED',
+        'status',
+      );
+      expectFieldError(
+        await t.http.get(`/api/v1/projects?cursor=a%00`).set(owner.auth),
+        400,
+        'VALIDATION_FAILED',
+        'cursor',
+      );
     });
 
     it('in a path segment → 404 with the error shape, before any lookup; nothing written', async () => {
       const before = await rowCounts(t);
-      for (const path of ['/api/v1/projects/x%00y', `${runs}/x%00y`, `${runs}/${runId}/jobs/a%00/submissions`, '/api/v1/projects/%ff', '/api/v1/projects/%ed%a0%80']) {
+      for (const path of [
+        '/api/v1/projects/x%00y',
+        `${runs}/x%00y`,
+        `${runs}/${runId}/jobs/a%00/submissions`,
+        '/api/v1/projects/%ff',
+        '/api/v1/projects/%ed%a0%80',
+      ]) {
         expectFieldError(await t.http.get(path).set(owner.auth), 404, 'NOT_FOUND', 'path');
       }
       expectFieldError(await postRaw('/api/v1/projects/x%00y/runs', runBody({})), 404, 'NOT_FOUND', 'path');
@@ -109,7 +149,10 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
 
     it('a number JSON parses to Infinity (1e400) is refused, not stored as null', async () => {
       const before = await rowCounts(t);
-      const res = await postRaw(runs, '{"attributes":{"a":1e400},"jobs":[{"spec":{"commands":["x"],"resources":{"cpu":1,"memory_mib":1}}}]}');
+      const res = await postRaw(
+        runs,
+        '{"attributes":{"a":1e400},"jobs":[{"spec":{"commands":["x"],"resources":{"cpu":1,"memory_mib":1}}}]}',
+      );
       expectFieldError(res, 400, 'VALIDATION_FAILED', 'attributes.a');
       expect(await rowCounts(t)).toEqual(before);
     });
@@ -125,14 +168,27 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
         expectFieldError(res, 400, 'VALIDATION_FAILED', `attributes.a${'[0]'.repeat(62)}`);
         expect(res.body.message).toContain('deeper than 64');
       }
-      expectFieldError(await postRaw(runs, `{"zzz":${arrays(3_000)}}`), 400, 'VALIDATION_FAILED', `zzz${'[0]'.repeat(63)}`);
-      expectFieldError(await postRaw('/api/v1/projects', `{"name":${arrays(3_000)}}`), 400, 'VALIDATION_FAILED', `name${'[0]'.repeat(63)}`);
+      expectFieldError(
+        await postRaw(runs, `{"zzz":${arrays(3_000)}}`),
+        400,
+        'VALIDATION_FAILED',
+        `zzz${'[0]'.repeat(63)}`,
+      );
+      expectFieldError(
+        await postRaw('/api/v1/projects', `{"name":${arrays(3_000)}}`),
+        400,
+        'VALIDATION_FAILED',
+        `name${'[0]'.repeat(63)}`,
+      );
       expect(await rowCounts(t)).toEqual(before);
     });
 
     it('64 levels (the body counted) pass; 65 do not', async () => {
       // body (1) → attributes (2) → 62 arrays (3..64).
-      const ok = await postRaw(runs, `{"attributes":{"a":${arrays(62)}},"jobs":[{"spec":${JSON.stringify(spec())}}]}`).expect(201);
+      const ok = await postRaw(
+        runs,
+        `{"attributes":{"a":${arrays(62)}},"jobs":[{"spec":${JSON.stringify(spec())}}]}`,
+      ).expect(201);
       expect(JSON.stringify(ok.body.attributes)).toBe(`{"a":${arrays(62)}}`);
       const res = await postRaw(runs, `{"attributes":{"a":${arrays(63)}},"jobs":[{"spec":${JSON.stringify(spec())}}]}`);
       expectFieldError(res, 400, 'VALIDATION_FAILED', `attributes.a${'[0]'.repeat(62)}`);
@@ -151,7 +207,11 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
         ['RUNS', `{"attributes":{"deep":[{"${key}":${value}}]},"jobs":[${job()}]}`, `attributes.deep[0].${key}`],
         ['RUNS', `{"retry":{"on_events":["error"],"${key}":${value}},"jobs":[${job()}]}`, `retry.${key}`],
         ['RUNS', `{"job_groups":[{"ref":"g","${key}":${value}}],"jobs":[${job()}]}`, `job_groups[0].${key}`],
-        ['RUNS', `{"job_groups":[{"ref":"g","attributes":{"${key}":${value}}}],"jobs":[${job()}]}`, `job_groups[0].attributes.${key}`],
+        [
+          'RUNS',
+          `{"job_groups":[{"ref":"g","attributes":{"${key}":${value}}}],"jobs":[${job()}]}`,
+          `job_groups[0].attributes.${key}`,
+        ],
         ['RUNS', `{"jobs":[${job('', `"${key}":${value},`)}]}`, `jobs[0].${key}`],
         ['RUNS', `{"jobs":[${job(`"${key}":${value},`)}]}`, `jobs[0].spec.${key}`],
         ['RUNS', `{"jobs":[${job('', '', `"${key}":${value},`)}]}`, `jobs[0].spec.resources.${key}`],
@@ -184,9 +244,18 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
       const bad = await postRaw('/api/v1/projects', '{"name":');
       expectFieldError(bad, 400, 'VALIDATION_FAILED', 'body');
       expect(bad.body.message).toBe('body is not valid JSON');
-      const charset = await t.http.post('/api/v1/projects').set(owner.auth).set('Content-Type', 'application/json; charset=latin2').send('{"name":"x"}');
+      const charset = await t.http
+        .post('/api/v1/projects')
+        .set(owner.auth)
+        .set('Content-Type', 'application/json; charset=latin2')
+        .send('{"name":"x"}');
       expectFieldError(charset, 415, 'UNSUPPORTED_MEDIA_TYPE', 'body');
-      const encoding = await t.http.post('/api/v1/projects').set(owner.auth).set('Content-Type', 'application/json').set('Content-Encoding', 'zz').send('{"name":"x"}');
+      const encoding = await t.http
+        .post('/api/v1/projects')
+        .set(owner.auth)
+        .set('Content-Type', 'application/json')
+        .set('Content-Encoding', 'zz')
+        .send('{"name":"x"}');
       expectFieldError(encoding, 415, 'UNSUPPORTED_MEDIA_TYPE', 'body');
       expect(await rowCounts(t)).toEqual(before);
     });

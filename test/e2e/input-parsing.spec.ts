@@ -25,7 +25,8 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
   });
   afterAll(() => t.close());
 
-  const postRaw = (path: string, json: string, user = owner) => t.http.post(path).set(user.auth).set('Content-Type', 'application/json').send(json);
+  const postRaw = (path: string, json: string, user = owner) =>
+    t.http.post(path).set(user.auth).set('Content-Type', 'application/json').send(json);
 
   describe('numbers on their value, within what their column stores', () => {
     it('billing_limit_usd (numeric(18,6)): below a micro-dollar, non-multiples and beyond the column are 400; nothing created', async () => {
@@ -37,16 +38,32 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
       expect(await rowCounts(t)).toEqual(before);
       const project1 = (await makeProject(t, owner)).name;
       for (const text of ['1e-7', '1.5e-7', '1e13']) {
-        const res = await t.http.patch(`/api/v1/projects/${project1}`).set(owner.auth).set('Content-Type', 'application/json').send(`{"billing_limit_usd":${text}}`);
+        const res = await t.http
+          .patch(`/api/v1/projects/${project1}`)
+          .set(owner.auth)
+          .set('Content-Type', 'application/json')
+          .send(`{"billing_limit_usd":${text}}`);
         expectFieldError(res, 400, 'VALIDATION_FAILED', 'billing_limit_usd');
       }
     });
 
     it('values the column holds exactly are stored exactly, whatever their printed form', async () => {
-      for (const [text, value] of [['1e-6', 0.000001], ['1.5e-5', 0.000015], ['999999999999', 999_999_999_999], ['0.1', 0.1], ['2.50', 2.5], ['0', 0]] as const) {
-        const res = await postRaw('/api/v1/projects', `{"name":"${uniqueName('num')}","billing_limit_usd":${text}}`).expect(201);
+      for (const [text, value] of [
+        ['1e-6', 0.000001],
+        ['1.5e-5', 0.000015],
+        ['999999999999', 999_999_999_999],
+        ['0.1', 0.1],
+        ['2.50', 2.5],
+        ['0', 0],
+      ] as const) {
+        const res = await postRaw(
+          '/api/v1/projects',
+          `{"name":"${uniqueName('num')}","billing_limit_usd":${text}}`,
+        ).expect(201);
         expect(res.body.billing_limit_usd).toBe(value);
-        const [row] = await t.dataSource.query('SELECT billing_limit_usd::text AS v FROM projects WHERE id = $1', [res.body.id]);
+        const [row] = await t.dataSource.query('SELECT billing_limit_usd::text AS v FROM projects WHERE id = $1', [
+          res.body.id,
+        ]);
         expect(Number(row.v)).toBe(value);
       }
     });
@@ -56,7 +73,12 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
       for (const cpu of ['1e-7', '1.5e-7', '0.0015', '1e308', '1025']) {
         const body = `{"jobs":[{"spec":{"commands":["x"],"resources":{"cpu":${cpu},"memory_mib":1}}}]}`;
         expectFieldError(await postRaw(runs, body), 400, 'VALIDATION_FAILED', 'jobs[0].spec.resources.cpu');
-        expectFieldError(await postRaw(`${runs}/${runId}/job-groups/0/jobs`, body), 400, 'VALIDATION_FAILED', 'jobs[0].spec.resources.cpu');
+        expectFieldError(
+          await postRaw(`${runs}/${runId}/job-groups/0/jobs`, body),
+          400,
+          'VALIDATION_FAILED',
+          'jobs[0].spec.resources.cpu',
+        );
       }
       expect(await rowCounts(t)).toEqual(before);
       await postRaw(runs, '{"jobs":[{"spec":{"commands":["x"],"resources":{"cpu":1e-3,"memory_mib":1}}}]}').expect(201);
@@ -66,10 +88,18 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
       const admin = await t.user('admin');
       const name = `r${Date.now().toString(36)}`;
       for (const text of ['1e-11', '1.5e-11', '1e400', '1e10']) {
-        const res = await postRaw('/admin/v1/resources', `{"name":"${name}","unit":"unit","rate_usd_per_unit_hour":${text}}`, admin);
+        const res = await postRaw(
+          '/admin/v1/resources',
+          `{"name":"${name}","unit":"unit","rate_usd_per_unit_hour":${text}}`,
+          admin,
+        );
         expectFieldError(res, 400, 'VALIDATION_FAILED', 'rate_usd_per_unit_hour');
       }
-      const ok = await postRaw('/admin/v1/resources', `{"name":"${name}","unit":"unit","rate_usd_per_unit_hour":1e-10}`, admin).expect(201);
+      const ok = await postRaw(
+        '/admin/v1/resources',
+        `{"name":"${name}","unit":"unit","rate_usd_per_unit_hour":1e-10}`,
+        admin,
+      ).expect(201);
       expect(ok.body.rate_usd_per_unit_hour).toBe(1e-10);
     });
   });
@@ -85,18 +115,48 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
         expectFieldError(await t.http.get(`${base}/cost`).set(owner.auth), 400, 'VALIDATION_FAILED', 'g');
         expectFieldError(await t.http.get(`${base}/jobs`).set(owner.auth), 400, 'VALIDATION_FAILED', 'g');
         expectFieldError(await t.http.post(`${base}/cancel`).set(owner.auth).send({}), 400, 'VALIDATION_FAILED', 'g');
-        expectFieldError(await t.http.post(`${base}/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }), 400, 'VALIDATION_FAILED', 'g');
+        expectFieldError(
+          await t.http
+            .post(`${base}/jobs`)
+            .set(owner.auth)
+            .send({ jobs: [{ spec: jobSpec() }] }),
+          400,
+          'VALIDATION_FAILED',
+          'g',
+        );
       }
       expect(await rowCounts(t)).toEqual(before);
       await t.http.get(`${runs}/${runId}/job-groups/0`).set(owner.auth).expect(200);
     });
 
     it('integer query parameters: 400 naming the parameter', async () => {
-      const lists = ['/api/v1/projects', runs, '/api/v1/runs', `${runs}/${runId}/job-groups/0/job-groups`, `${runs}/${runId}/job-groups/0/jobs`];
+      const lists = [
+        '/api/v1/projects',
+        runs,
+        '/api/v1/runs',
+        `${runs}/${runId}/job-groups/0/job-groups`,
+        `${runs}/${runId}/job-groups/0/jobs`,
+      ];
       for (const value of ['1e1', '01', '%205', '5%20', '0x5', '5.0', '+5', '1,2']) {
-        for (const list of lists) expectFieldError(await t.http.get(`${list}?limit=${value}`).set(owner.auth), 400, 'VALIDATION_FAILED', 'limit');
-        expectFieldError(await t.http.get(`${runs}?job_submissions_limit=${value}`).set(owner.auth), 400, 'VALIDATION_FAILED', 'job_submissions_limit');
-        expectFieldError(await t.http.get(`${runs}/${runId}?job_submissions_limit=${value}`).set(owner.auth), 400, 'VALIDATION_FAILED', 'job_submissions_limit');
+        for (const list of lists)
+          expectFieldError(
+            await t.http.get(`${list}?limit=${value}`).set(owner.auth),
+            400,
+            'VALIDATION_FAILED',
+            'limit',
+          );
+        expectFieldError(
+          await t.http.get(`${runs}?job_submissions_limit=${value}`).set(owner.auth),
+          400,
+          'VALIDATION_FAILED',
+          'job_submissions_limit',
+        );
+        expectFieldError(
+          await t.http.get(`${runs}/${runId}?job_submissions_limit=${value}`).set(owner.auth),
+          400,
+          'VALIDATION_FAILED',
+          'job_submissions_limit',
+        );
       }
       const page = await t.http.get(`${runs}?limit=5&job_submissions_limit=0`).set(owner.auth).expect(200);
       expect(page.body.items.length).toBeGreaterThan(0);
@@ -112,11 +172,27 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
         ['/api/v1/projects', ['\ud800']],
         ['/api/v1/projects', ['x'.repeat(300)]],
       ] as const) {
-        expectFieldError(await t.http.get(path).query({ cursor: b64(keys) }).set(owner.auth), 400, 'INVALID_CURSOR', 'cursor');
+        expectFieldError(
+          await t.http
+            .get(path)
+            .query({ cursor: b64(keys) })
+            .set(owner.auth),
+          400,
+          'INVALID_CURSOR',
+          'cursor',
+        );
       }
       const job = (await t.http.get(`${runs}/${runId}`).set(owner.auth).expect(200)).body.jobs[0].id as string;
       const sub = `${runs}/${runId}/jobs/${job}/submissions`;
-      expectFieldError(await t.http.get(sub).query({ cursor: b64([-1e20]) }).set(owner.auth), 400, 'INVALID_CURSOR', 'cursor');
+      expectFieldError(
+        await t.http
+          .get(sub)
+          .query({ cursor: b64([-1e20]) })
+          .set(owner.auth),
+        400,
+        'INVALID_CURSOR',
+        'cursor',
+      );
       await t.http.get(sub).set(owner.auth).expect(200);
       // A malformed job id names no job: 404, not a uuid-cast 400 naming nothing.
       const notJob = await t.http.get(`${runs}/${runId}/jobs/abc/submissions`).set(owner.auth).expect(404);
@@ -135,7 +211,12 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
         ['0000-01-01', '2024-01-01', 'from'],
         ['2024-1-01', '2024-01-02', 'from'],
       ]) {
-        expectFieldError(await t.http.get(billing).query({ from, to }).set(owner.auth), 400, 'VALIDATION_FAILED', field);
+        expectFieldError(
+          await t.http.get(billing).query({ from, to }).set(owner.auth),
+          400,
+          'VALIDATION_FAILED',
+          field,
+        );
       }
       await t.http.get(billing).query({ from: '2024-02-29', to: '2024-03-01' }).set(owner.auth).expect(200);
     });
@@ -143,15 +224,30 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
 
   describe('routes that take no body refuse one', () => {
     it('POST /users/me/tokens: each JSON field named, other content named body; no token minted; {} and nothing accepted', async () => {
-      const tokens = async () => (await t.dataSource.query('SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1', [owner.id]))[0].n as number;
+      const tokens = async () =>
+        (await t.dataSource.query('SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1', [owner.id]))[0]
+          .n as number;
       const before = await tokens();
       const res = await t.http.post('/api/v1/users/me/tokens').set(owner.auth).send({ name: 'x', ttl: 5 });
       expectFieldError(res, 400, 'VALIDATION_FAILED', 'name');
-      expect(res.body.details).toEqual([{ field: 'name', message: 'should not exist' }, { field: 'ttl', message: 'should not exist' }]);
+      expect(res.body.details).toEqual([
+        { field: 'name', message: 'should not exist' },
+        { field: 'ttl', message: 'should not exist' },
+      ]);
       expectFieldError(await postRaw('/api/v1/users/me/tokens', '[1]'), 400, 'VALIDATION_FAILED', 'body');
       expectFieldError(await postRaw('/api/v1/users/me/tokens', '"x"'), 400, 'VALIDATION_FAILED', 'body');
-      expectFieldError(await t.http.post('/api/v1/users/me/tokens').set(owner.auth).set('Content-Type', 'text/plain').send('hello'), 400, 'VALIDATION_FAILED', 'body');
-      expectFieldError(await postRaw('/api/v1/users/me/tokens', '{"__proto__":{}}'), 400, 'VALIDATION_FAILED', '__proto__');
+      expectFieldError(
+        await t.http.post('/api/v1/users/me/tokens').set(owner.auth).set('Content-Type', 'text/plain').send('hello'),
+        400,
+        'VALIDATION_FAILED',
+        'body',
+      );
+      expectFieldError(
+        await postRaw('/api/v1/users/me/tokens', '{"__proto__":{}}'),
+        400,
+        'VALIDATION_FAILED',
+        '__proto__',
+      );
       expect(await tokens()).toBe(before);
       await t.http.post('/api/v1/users/me/tokens').set(owner.auth).expect(201);
       await postRaw('/api/v1/users/me/tokens', '{}').expect(201);
@@ -160,17 +256,37 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
 
     it('admin cleanup, DELETE of a run, and GETs', async () => {
       const admin = await t.user('admin');
-      expectFieldError(await t.http.post('/admin/v1/maintenance/cleanup').set(admin.auth).send({ dry_run: true }), 400, 'VALIDATION_FAILED', 'dry_run');
+      expectFieldError(
+        await t.http.post('/admin/v1/maintenance/cleanup').set(admin.auth).send({ dry_run: true }),
+        400,
+        'VALIDATION_FAILED',
+        'dry_run',
+      );
       await t.http.post('/admin/v1/maintenance/cleanup').set(admin.auth).expect(200);
-      expectFieldError(await t.http.delete(`${runs}/${runId}`).set(owner.auth).send({ force: true }), 400, 'VALIDATION_FAILED', 'force');
+      expectFieldError(
+        await t.http.delete(`${runs}/${runId}`).set(owner.auth).send({ force: true }),
+        400,
+        'VALIDATION_FAILED',
+        'force',
+      );
       const [row] = await t.dataSource.query('SELECT deleted FROM runs WHERE id = $1', [runId]);
       expect(row.deleted).toBe(false);
-      expectFieldError(await t.http.get(`/api/v1/projects/${project}`).set(owner.auth).send({ x: 1 }), 400, 'VALIDATION_FAILED', 'x');
+      expectFieldError(
+        await t.http.get(`/api/v1/projects/${project}`).set(owner.auth).send({ x: 1 }),
+        400,
+        'VALIDATION_FAILED',
+        'x',
+      );
     });
 
     it('routes that take a body still take it (stop, cancel with and without one)', async () => {
       const run = await makeRun(t, owner, project);
-      expectFieldError(await t.http.post(`${runs}/${run.id}/stop`).set(owner.auth).send({ abort: false, force: 1 }), 400, 'VALIDATION_FAILED', 'force');
+      expectFieldError(
+        await t.http.post(`${runs}/${run.id}/stop`).set(owner.auth).send({ abort: false, force: 1 }),
+        400,
+        'VALIDATION_FAILED',
+        'force',
+      );
       await t.http.post(`${runs}/${run.id}/job-groups/0/cancel`).set(owner.auth).send({ reason: 'enough' }).expect(200);
       await t.http.post(`${runs}/${run.id}/stop`).set(owner.auth).expect(200);
     });
@@ -212,26 +328,49 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
     it('a 100 KB cursor: 431 naming cursor, with a JSON body (it was empty)', async () => {
       const res = await t.http.get(`${runs}?cursor=${'a'.repeat(100_000)}`).set(owner.auth);
       expectFieldError(res, 431, 'REQUEST_HEADERS_TOO_LARGE', 'cursor');
-      const raw = parse(await rawExchange(`GET ${runs}?limit=5&cursor=${'a'.repeat(100_000)} HTTP/1.1\r\nHost: x\r\n\r\n`));
+      const raw = parse(
+        await rawExchange(`GET ${runs}?limit=5&cursor=${'a'.repeat(100_000)} HTTP/1.1\r\nHost: x\r\n\r\n`),
+      );
       expect(raw.status).toBe(431);
       expect(raw.head).toMatch(/content-type: application\/json/i);
-      expect(raw.body).toMatchObject({ status_code: 431, code: 'REQUEST_HEADERS_TOO_LARGE', details: [{ field: 'cursor' }] });
+      expect(raw.body).toMatchObject({
+        status_code: 431,
+        code: 'REQUEST_HEADERS_TOO_LARGE',
+        details: [{ field: 'cursor' }],
+      });
     });
 
     it('an oversized header: 431 naming the header', async () => {
-      const raw = parse(await rawExchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: ${'p'.repeat(20_000)}\r\n\r\n`));
-      expect(raw).toMatchObject({ status: 431, body: { status_code: 431, code: 'REQUEST_HEADERS_TOO_LARGE', details: [{ field: 'x-padding' }] } });
+      const raw = parse(
+        await rawExchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: ${'p'.repeat(20_000)}\r\n\r\n`),
+      );
+      expect(raw).toMatchObject({
+        status: 431,
+        body: { status_code: 431, code: 'REQUEST_HEADERS_TOO_LARGE', details: [{ field: 'x-padding' }] },
+      });
     });
 
     it('a request that is not HTTP, or has a NUL in its URL: 400 with the error shape', async () => {
-      for (const bytes of ['garbage\r\n\r\n', 'GET /a\u0000b HTTP/1.1\r\nHost: x\r\n\r\n', 'GET / HTTP/1.1\r\nBad Header\r\n\r\n']) {
+      for (const bytes of [
+        'garbage\r\n\r\n',
+        'GET /a\u0000b HTTP/1.1\r\nHost: x\r\n\r\n',
+        'GET / HTTP/1.1\r\nBad Header\r\n\r\n',
+      ]) {
         const raw = parse(await rawExchange(bytes));
-        expect(raw).toMatchObject({ status: 400, body: { status_code: 400, code: 'VALIDATION_FAILED', details: [{ field: 'request' }] } });
+        expect(raw).toMatchObject({
+          status: 400,
+          body: { status_code: 400, code: 'VALIDATION_FAILED', details: [{ field: 'request' }] },
+        });
       }
     });
 
     it('an over-long but parsable cursor is a 400 naming cursor', async () => {
-      expectFieldError(await t.http.get(`${runs}?cursor=${'a'.repeat(5_000)}`).set(owner.auth), 400, 'VALIDATION_FAILED', 'cursor');
+      expectFieldError(
+        await t.http.get(`${runs}?cursor=${'a'.repeat(5_000)}`).set(owner.auth),
+        400,
+        'VALIDATION_FAILED',
+        'cursor',
+      );
     });
   });
 });

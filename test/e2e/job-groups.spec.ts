@@ -13,7 +13,13 @@ describe('job groups: tree, counts, cancellation', () => {
   afterAll(() => t.close());
 
   const runUrl = (run: RunResponse) => `/api/v1/projects/${project}/runs/${run.id}`;
-  const group = async (run: RunResponse, g: number) => (await t.http.get(`${runUrl(run)}/job-groups/${g}`).set(owner.auth).expect(200)).body;
+  const group = async (run: RunResponse, g: number) =>
+    (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/${g}`)
+        .set(owner.auth)
+        .expect(200)
+    ).body;
   const addJobs = (run: RunResponse, g: number, n = 1) =>
     t.http
       .post(`${runUrl(run)}/job-groups/${g}/jobs`)
@@ -25,7 +31,13 @@ describe('job groups: tree, counts, cancellation', () => {
       .set(owner.auth)
       .send(reason ? { reason } : {});
   const jobsOf = async (run: RunResponse, g: number, query: Record<string, string | number | boolean> = {}) =>
-    (await t.http.get(`${runUrl(run)}/job-groups/${g}/jobs`).set(owner.auth).query({ limit: 100, ...query }).expect(200)).body.items as {
+    (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/${g}/jobs`)
+        .set(owner.auth)
+        .query({ limit: 100, ...query })
+        .expect(200)
+    ).body.items as {
       id: string;
       job_group_id: number;
       status: string;
@@ -37,11 +49,22 @@ describe('job groups: tree, counts, cancellation', () => {
     const run = await makeRun(t, owner, project);
     const chain = await makeGroupChain(t, owner, project, run.id, 5);
     expect((await group(run, chain[4])).depth).toBe(5);
-    const res = await t.http.post(`${runUrl(run)}/job-groups`).set(owner.auth).send({ parent_id: chain[4] }).expect(400);
+    const res = await t.http
+      .post(`${runUrl(run)}/job-groups`)
+      .set(owner.auth)
+      .send({ parent_id: chain[4] })
+      .expect(400);
     expect(res.body.code).toBe('MAX_DEPTH_EXCEEDED');
-    const closure = await t.dataSource.query('SELECT count(*)::int AS n FROM job_group_self_and_ancestors WHERE run_id = $1', [run.id]);
+    const closure = await t.dataSource.query(
+      'SELECT count(*)::int AS n FROM job_group_self_and_ancestors WHERE run_id = $1',
+      [run.id],
+    );
     expect(closure[0].n).toBe(1 + 2 + 3 + 4 + 5 + 6);
-    await t.http.post(`${runUrl(run)}/job-groups`).set(owner.auth).send({ parent_id: 999 }).expect(404);
+    await t.http
+      .post(`${runUrl(run)}/job-groups`)
+      .set(owner.auth)
+      .send({ parent_id: 999 })
+      .expect(404);
   });
 
   it('counts jobs added at several depths in every ancestor, and lists children', async () => {
@@ -58,7 +81,10 @@ describe('job groups: tree, counts, cancellation', () => {
     expect((await group(run, b)).counts.n_jobs).toBe(2);
     expect((await group(run, c)).counts.n_jobs).toBe(2);
     expect((await group(run, side)).counts.n_jobs).toBe(4);
-    const children = await t.http.get(`${runUrl(run)}/job-groups/0/job-groups`).set(owner.auth).expect(200);
+    const children = await t.http
+      .get(`${runUrl(run)}/job-groups/0/job-groups`)
+      .set(owner.auth)
+      .expect(200);
     expect(children.body.items.map((g: { job_group_id: number }) => g.job_group_id)).toEqual([a, side]);
     expect((await jobsOf(run, a)).length).toBe(3);
     expect((await jobsOf(run, a, { recursive: true })).length).toBe(5);
@@ -72,28 +98,60 @@ describe('job groups: tree, counts, cancellation', () => {
     await addJobs(run, b, 2);
     await addJobs(run, c, 3);
     await addJobs(run, side, 1);
-    const jobRowsBefore = await t.dataSource.query('SELECT id, status, termination_reason FROM jobs WHERE run_id = $1 ORDER BY id', [run.id]);
+    const jobRowsBefore = await t.dataSource.query(
+      'SELECT id, status, termination_reason FROM jobs WHERE run_id = $1 ORDER BY id',
+      [run.id],
+    );
     const res = await cancel(run, b, 'enough').expect(200);
     expect(res.body).toMatchObject({ job_group_id: b, cancelled_by: owner.name, reason: 'enough' });
     // nothing in the subtree was written: job rows are as they were
-    expect(await t.dataSource.query('SELECT id, status, termination_reason FROM jobs WHERE run_id = $1 ORDER BY id', [run.id])).toEqual(jobRowsBefore);
-    expect(await t.dataSource.query('SELECT job_group_id FROM job_groups_cancelled WHERE run_id = $1', [run.id])).toEqual([{ job_group_id: b }]);
+    expect(
+      await t.dataSource.query('SELECT id, status, termination_reason FROM jobs WHERE run_id = $1 ORDER BY id', [
+        run.id,
+      ]),
+    ).toEqual(jobRowsBefore);
+    expect(
+      await t.dataSource.query('SELECT job_group_id FROM job_groups_cancelled WHERE run_id = $1', [run.id]),
+    ).toEqual([{ job_group_id: b }]);
 
     for (const g of [b, c]) {
       const view = await group(run, g);
-      expect(view).toMatchObject({ status: 'cancelled', state: 'complete', cancellation: { job_group_id: b, reason: 'enough' } });
+      expect(view).toMatchObject({
+        status: 'cancelled',
+        state: 'complete',
+        cancellation: { job_group_id: b, reason: 'enough' },
+      });
       expect(view.counts.n_cancelled).toBe(view.counts.n_jobs);
     }
     // every job of a is in b's subtree: a is complete with cancellations, but was not itself cancelled
-    expect(await group(run, a)).toMatchObject({ status: 'cancelled', cancellation: null, counts: { n_jobs: 5, n_cancelled: 5, n_completed: 5 } });
-    expect(await group(run, side)).toMatchObject({ status: 'running', cancellation: null, counts: { n_jobs: 1, n_cancelled: 0 } });
-    expect(await group(run, 0)).toMatchObject({ status: 'running', counts: { n_jobs: 7, n_completed: 5, n_cancelled: 5 } });
+    expect(await group(run, a)).toMatchObject({
+      status: 'cancelled',
+      cancellation: null,
+      counts: { n_jobs: 5, n_cancelled: 5, n_completed: 5 },
+    });
+    expect(await group(run, side)).toMatchObject({
+      status: 'running',
+      cancellation: null,
+      counts: { n_jobs: 1, n_cancelled: 0 },
+    });
+    expect(await group(run, 0)).toMatchObject({
+      status: 'running',
+      counts: { n_jobs: 7, n_completed: 5, n_cancelled: 5 },
+    });
 
     const cancelled = await jobsOf(run, b, { recursive: true });
     expect(cancelled).toHaveLength(5);
-    for (const j of cancelled) expect(j).toMatchObject({ status: 'terminated', termination_reason: 'job_group_cancelled', cancelled_job_group_id: b });
+    for (const j of cancelled)
+      expect(j).toMatchObject({
+        status: 'terminated',
+        termination_reason: 'job_group_cancelled',
+        cancelled_job_group_id: b,
+      });
     expect((await jobsOf(run, 0, { recursive: true, status: 'terminated' })).length).toBe(5);
-    expect((await jobsOf(run, 0, { recursive: true, status: 'submitted' })).map((j) => j.job_group_id).sort()).toEqual([0, side]);
+    expect((await jobsOf(run, 0, { recursive: true, status: 'submitted' })).map((j) => j.job_group_id).sort()).toEqual([
+      0,
+      side,
+    ]);
     const runView = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body;
     expect(runView.status).toBe('submitted');
   });
@@ -110,11 +168,17 @@ describe('job groups: tree, counts, cancellation', () => {
       const r1 = await addJobs(run, g);
       expect(r1.status).toBe(409);
       expect(r1.body.code).toBe('GROUP_CANCELLED');
-      const r2 = await t.http.post(`${runUrl(run)}/job-groups`).set(owner.auth).send({ parent_id: g }).expect(409);
+      const r2 = await t.http
+        .post(`${runUrl(run)}/job-groups`)
+        .set(owner.auth)
+        .send({ parent_id: g })
+        .expect(409);
       expect(r2.body.code).toBe('GROUP_CANCELLED');
     }
     expect((await group(run, a)).counts.n_jobs).toBe(0);
-    expect(await t.dataSource.query('SELECT count(*)::int AS n FROM job_groups_cancelled WHERE run_id = $1', [run.id])).toEqual([{ n: 1 }]);
+    expect(
+      await t.dataSource.query('SELECT count(*)::int AS n FROM job_groups_cancelled WHERE run_id = $1', [run.id]),
+    ).toEqual([{ n: 1 }]);
   });
 
   it('a cancelled descendant and then its cancelled ancestor coexist, counted once', async () => {
@@ -126,8 +190,15 @@ describe('job groups: tree, counts, cancellation', () => {
     expect(await group(run, a)).toMatchObject({ counts: { n_jobs: 5, n_cancelled: 3, n_completed: 3 } });
     const outer = await cancel(run, a, 'outer').expect(200);
     expect(outer.body).toMatchObject({ job_group_id: a, reason: 'outer' });
-    expect(await group(run, a)).toMatchObject({ status: 'cancelled', counts: { n_jobs: 5, n_cancelled: 5, n_completed: 5 } });
-    expect(await group(run, b)).toMatchObject({ status: 'cancelled', cancellation: { job_group_id: b, reason: 'inner' }, counts: { n_cancelled: 3 } });
+    expect(await group(run, a)).toMatchObject({
+      status: 'cancelled',
+      counts: { n_jobs: 5, n_cancelled: 5, n_completed: 5 },
+    });
+    expect(await group(run, b)).toMatchObject({
+      status: 'cancelled',
+      cancellation: { job_group_id: b, reason: 'inner' },
+      counts: { n_cancelled: 3 },
+    });
     expect(await group(run, 0)).toMatchObject({ counts: { n_jobs: 6, n_cancelled: 5, n_completed: 5 } });
     const inner = await jobsOf(run, b);
     for (const j of inner) expect(j.cancelled_job_group_id).toBe(b);
@@ -140,14 +211,24 @@ describe('job groups: tree, counts, cancellation', () => {
     const [a] = await makeGroupChain(t, owner, project, run.id, 1);
     await addJobs(run, a, 3);
     await cancel(run, a).expect(200);
-    const stopped = await t.http.post(`${runUrl(run)}/stop`).set(owner.auth).send({}).expect(200);
+    const stopped = await t.http
+      .post(`${runUrl(run)}/stop`)
+      .set(owner.auth)
+      .send({})
+      .expect(200);
     expect(stopped.body.status).toBe('terminated');
-    expect(await group(run, 0)).toMatchObject({ status: 'cancelled', counts: { n_jobs: 5, n_completed: 5, n_cancelled: 5 } });
+    expect(await group(run, 0)).toMatchObject({
+      status: 'cancelled',
+      counts: { n_jobs: 5, n_completed: 5, n_cancelled: 5 },
+    });
   });
 
   it('refuses bad input on every group route with 4xx and writes nothing', async () => {
     const run = await makeRun(t, owner, project);
-    const before = await t.dataSource.query('SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS g, (SELECT count(*) FROM jobs WHERE run_id = $1)::int AS j', [run.id]);
+    const before = await t.dataSource.query(
+      'SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS g, (SELECT count(*) FROM jobs WHERE run_id = $1)::int AS j',
+      [run.id],
+    );
     const url = runUrl(run);
     const bad: [string, string, unknown, number][] = [
       ['post', `${url}/job-groups`, {}, 400],
@@ -175,18 +256,34 @@ describe('job groups: tree, counts, cancellation', () => {
       ['get', `${url}/job-groups/0/job-groups?limit=0`, undefined, 400],
     ];
     for (const [method, path, body, status] of bad) {
-      const req = method === 'post' ? t.http.post(path).set(owner.auth).send(body as object) : t.http.get(path).set(owner.auth);
+      const req =
+        method === 'post'
+          ? t.http
+              .post(path)
+              .set(owner.auth)
+              .send(body as object)
+          : t.http.get(path).set(owner.auth);
       const res = await req;
       expect({ path, body, status: res.status }).toEqual({ path, body, status });
       expect(res.body.code).toEqual(expect.any(String));
     }
-    const after = await t.dataSource.query('SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS g, (SELECT count(*) FROM jobs WHERE run_id = $1)::int AS j', [run.id]);
+    const after = await t.dataSource.query(
+      'SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS g, (SELECT count(*) FROM jobs WHERE run_id = $1)::int AS j',
+      [run.id],
+    );
     expect(after).toEqual(before);
-    expect(await t.dataSource.query('SELECT count(*)::int AS n FROM job_groups_cancelled WHERE run_id = $1', [run.id])).toEqual([{ n: 0 }]);
+    expect(
+      await t.dataSource.query('SELECT count(*)::int AS n FROM job_groups_cancelled WHERE run_id = $1', [run.id]),
+    ).toEqual([{ n: 0 }]);
   });
 
   it('paginates a group’s jobs without skips or repeats', async () => {
-    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec(), replicas: 3 }, { spec: jobSpec(), replicas: 4 }] });
+    const run = await makeRun(t, owner, project, {
+      jobs: [
+        { spec: jobSpec(), replicas: 3 },
+        { spec: jobSpec(), replicas: 4 },
+      ],
+    });
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
@@ -207,7 +304,13 @@ describe('job groups: tree, counts, cancellation', () => {
     const res = await t.http
       .post(`/api/v1/projects/${project}/runs`)
       .set(owner.auth)
-      .send({ job_groups: [{ ref: 'g' }], jobs: [{ spec: jobSpec(), replicas: 5000 }, { spec: jobSpec(), group_ref: 'g', replicas: 5000 }] })
+      .send({
+        job_groups: [{ ref: 'g' }],
+        jobs: [
+          { spec: jobSpec(), replicas: 5000 },
+          { spec: jobSpec(), group_ref: 'g', replicas: 5000 },
+        ],
+      })
       .expect(201);
     const elapsed = Date.now() - started;
     // The run view shows the first 1,000 jobs (its default jobs_limit) and counts them all.
@@ -218,7 +321,10 @@ describe('job groups: tree, counts, cancellation', () => {
       [res.body.id],
     );
     expect(counts).toEqual([{ jobs: 10_000, subs: 10_000 }]);
-    expect((await t.http.get(`/api/v1/projects/${project}/runs/${res.body.id}/job-groups/0`).set(owner.auth).expect(200)).body.counts.n_jobs).toBe(10_000);
+    expect(
+      (await t.http.get(`/api/v1/projects/${project}/runs/${res.body.id}/job-groups/0`).set(owner.auth).expect(200))
+        .body.counts.n_jobs,
+    ).toBe(10_000);
     expect(elapsed).toBeGreaterThan(0); // timed by bench/, reported there; here only correctness
   });
 });

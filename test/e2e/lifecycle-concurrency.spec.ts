@@ -38,7 +38,11 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
     for (let r = 0; r < 4; r++) {
       const run = await makeRun(t, owner, project, {
         retry: { on_events: ['no_capacity', 'interruption', 'error'], max_attempts: 3 },
-        job_groups: [{ ref: 'a' }, { ref: 'b', parent_ref: 'a', cancel_after_n_failures: 3 }, { ref: 'c', parent_ref: 'b' }],
+        job_groups: [
+          { ref: 'a' },
+          { ref: 'b', parent_ref: 'a', cancel_after_n_failures: 3 },
+          { ref: 'c', parent_ref: 'b' },
+        ],
         jobs: [
           { spec: jobSpec(), replicas: 4 },
           { group_ref: 'a', spec: jobSpec(), replicas: 4 },
@@ -47,7 +51,11 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
         ],
       });
       const deeper = await makeGroupChain(t, owner, project, run.id, 2, 3);
-      await t.http.post(`/api/v1/projects/${project}/runs/${run.id}/job-groups/${deeper[1]}/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec(), replicas: 4 }] }).expect(201);
+      await t.http
+        .post(`/api/v1/projects/${project}/runs/${run.id}/job-groups/${deeper[1]}/jobs`)
+        .set(owner.auth)
+        .send({ jobs: [{ spec: jobSpec(), replicas: 4 }] })
+        .expect(201);
       runs.push({ id: run.id, groups: [0, 1, 2, 3, ...deeper] });
     }
 
@@ -67,9 +75,13 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
     const countsSeen: string[] = [];
     const sampleCounts = async () => {
       const run = pick(runs);
-      const res = await t.http.get(`/api/v1/projects/${project}/runs/${run.id}`).query({ jobs_limit: 0 }).set(owner.auth);
+      const res = await t.http
+        .get(`/api/v1/projects/${project}/runs/${run.id}`)
+        .query({ jobs_limit: 0 })
+        .set(owner.auth);
       const counts = Object.values(res.body.job_counts ?? {}) as number[];
-      if (res.status !== 200 || counts.some((n) => n < 0) || counts.reduce((a, b) => a + b, 0) !== 20) countsSeen.push(`${res.status} ${JSON.stringify(res.body.job_counts)}`);
+      if (res.status !== 200 || counts.some((n) => n < 0) || counts.reduce((a, b) => a + b, 0) !== 20)
+        countsSeen.push(`${res.status} ${JSON.stringify(res.body.job_counts)}`);
     };
     const lifecycle = t.app.get(WorkerLifecycleService);
 
@@ -84,14 +96,21 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
           const roll = rand();
           if (roll < 0.1) {
             // abandon it: the lease lapses
-            await t.dataSource.query(`UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [s.id]);
+            await t.dataSource.query(
+              `UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+              [s.id],
+            );
             continue;
           }
           const outcome = pick(outcomes);
           const res = await w.execute(s, outcome);
-          if (res.status !== 200 && res.status !== 409) unexpected.push(`complete ${res.status} ${JSON.stringify(res.body)}`);
+          if (res.status !== 200 && res.status !== 409)
+            unexpected.push(`complete ${res.status} ${JSON.stringify(res.body)}`);
           if (roll < 0.3) {
-            const dup = await w.complete(s.id, res.cancelled ? { status: 'terminated', termination_reason: 'job_group_cancelled' } : outcome);
+            const dup = await w.complete(
+              s.id,
+              res.cancelled ? { status: 'terminated', termination_reason: 'job_group_cancelled' } : outcome,
+            );
             if (dup.status !== 200 && dup.status !== 409) unexpected.push(`duplicate ${dup.status}`);
           }
           if (roll > 0.9) {
@@ -107,8 +126,14 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
         const roll = rand();
         const res =
           roll < 0.15
-            ? await t.http.post(`/api/v1/projects/${project}/runs/${run.id}/stop`).set(owner.auth).send({ abort: rand() < 0.5 })
-            : await t.http.post(`/api/v1/projects/${project}/runs/${run.id}/job-groups/${pick(run.groups.slice(1))}/cancel`).set(owner.auth).send({});
+            ? await t.http
+                .post(`/api/v1/projects/${project}/runs/${run.id}/stop`)
+                .set(owner.auth)
+                .send({ abort: rand() < 0.5 })
+            : await t.http
+                .post(`/api/v1/projects/${project}/runs/${run.id}/job-groups/${pick(run.groups.slice(1))}/cancel`)
+                .set(owner.auth)
+                .send({});
         if (res.status !== 200) unexpected.push(`cancel ${res.status} ${JSON.stringify(res.body)}`);
         await lifecycle.expireLapsedLeases(50);
         await lifecycle.sweepCancelled(20, 100);

@@ -25,18 +25,41 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
   afterAll(() => t.close());
 
   const runUrl = (run: RunResponse) => `/api/v1/projects/${project}/runs/${run.id}`;
-  const getRun = async (run: RunResponse) => (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body as RunResponse;
-  const group = async (run: RunResponse, g: number) => (await t.http.get(`${runUrl(run)}/job-groups/${g}`).set(owner.auth).expect(200)).body;
+  const getRun = async (run: RunResponse) =>
+    (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body as RunResponse;
+  const group = async (run: RunResponse, g: number) =>
+    (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/${g}`)
+        .set(owner.auth)
+        .expect(200)
+    ).body;
   /** Claims until it gets the submissions of this run (other tests' queued work may come first). */
   const claimOf = (w: ReturnType<typeof makeWorker>, run: RunResponse, n = 1) => claimFor(w, run.id, n);
 
   it('refuses user tokens on the internal API and admin routes to non-admins', async () => {
-    await t.http.post('/internal/v1/submissions/claim').set(owner.auth).send({ worker_id: 'w', capacity: { cpu: 1, memory_mib: 1 } }).expect(403);
+    await t.http
+      .post('/internal/v1/submissions/claim')
+      .set(owner.auth)
+      .send({ worker_id: 'w', capacity: { cpu: 1, memory_mib: 1 } })
+      .expect(403);
     await t.http.get('/admin/v1/invariants').set(owner.auth).expect(403);
     await t.http.get('/admin/v1/invariants').set(service.auth).expect(403);
-    await t.http.post('/internal/v1/submissions/claim').set(service.auth).send({ worker_id: 'bad id!', capacity: { cpu: 1, memory_mib: 1 } }).expect(400);
-    await t.http.post('/internal/v1/submissions/claim').set(service.auth).send({ worker_id: 'w', capacity: { cpu: 1 } }).expect(400);
-    await t.http.post('/internal/v1/submissions/not-a-uuid/complete').set(service.auth).send({ worker_id: 'w', status: 'done', termination_reason: 'done_by_runner' }).expect(404);
+    await t.http
+      .post('/internal/v1/submissions/claim')
+      .set(service.auth)
+      .send({ worker_id: 'bad id!', capacity: { cpu: 1, memory_mib: 1 } })
+      .expect(400);
+    await t.http
+      .post('/internal/v1/submissions/claim')
+      .set(service.auth)
+      .send({ worker_id: 'w', capacity: { cpu: 1 } })
+      .expect(400);
+    await t.http
+      .post('/internal/v1/submissions/not-a-uuid/complete')
+      .set(service.auth)
+      .send({ worker_id: 'w', status: 'done', termination_reason: 'done_by_runner' })
+      .expect(404);
   });
 
   it('runs a job to done: statuses, counters, run status, idempotent and stale reports', async () => {
@@ -57,9 +80,14 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect((await makeWorker(t, service, 'w-done').complete(randomUUID(), DONE)).status).toBe(404);
     expect((await w.heartbeat(a.id)).status).toBe(409);
     // The refused reports changed nothing: b is still the claimer's, provisioning.
-    const [row] = await t.dataSource.query(`SELECT status, worker_id, finished_at FROM job_submissions WHERE id = $1`, [b.id]);
+    const [row] = await t.dataSource.query(`SELECT status, worker_id, finished_at FROM job_submissions WHERE id = $1`, [
+      b.id,
+    ]);
     expect(row).toEqual({ status: 'provisioning', worker_id: 'w-done', finished_at: null });
-    expect(await group(run, 0)).toMatchObject({ counts: { n_jobs: 2, n_completed: 1, n_succeeded: 1 }, status: 'running' });
+    expect(await group(run, 0)).toMatchObject({
+      counts: { n_jobs: 2, n_completed: 1, n_succeeded: 1 },
+      status: 'running',
+    });
     await w.execute(b, DONE);
     const done = await getRun(run);
     expect(done).toMatchObject({ status: 'done', termination_reason: 'all_jobs_done' });
@@ -75,10 +103,17 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     const aborted = { status: 'aborted', termination_reason: 'aborted_by_user' } as const;
     const first = await w.complete(s.id, aborted);
     expect(first.status).toBe(200);
-    expect(first.body).toMatchObject({ status: 'aborted', termination_reason: 'aborted_by_user', retry_submission: null });
+    expect(first.body).toMatchObject({
+      status: 'aborted',
+      termination_reason: 'aborted_by_user',
+      retry_submission: null,
+    });
     expect((await w.complete(s.id, aborted)).body).toEqual(first.body);
     expect((await w.complete(s.id, DONE)).status).toBe(409);
-    expect(await group(run, 0)).toMatchObject({ counts: { n_jobs: 1, n_completed: 1, n_cancelled: 1, n_succeeded: 0, n_failed: 0 }, state: 'complete' });
+    expect(await group(run, 0)).toMatchObject({
+      counts: { n_jobs: 1, n_completed: 1, n_cancelled: 1, n_succeeded: 0, n_failed: 0 },
+      state: 'complete',
+    });
     const after = await getRun(run);
     expect(after.jobs[0]).toMatchObject({ status: 'aborted', termination_reason: 'aborted_by_user' });
     expect(after.finished_at).toEqual(expect.any(String));
@@ -91,9 +126,15 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     const provisioning = { zone: 'b', instance: { type: 'p4d', gpus: [8, 'A100'] }, price: 32.77, a: null };
     const runtime = { ports: { web: 8080 }, z: true, b: 'ü\n"' };
     expect((await w.running(s.id, provisioning)).status).toBe(200);
-    await t.http.post(`/internal/v1/submissions/${s.id}/heartbeat`).set(service.auth).send({ worker_id: 'w-data', runtime_data: runtime }).expect(200);
+    await t.http
+      .post(`/internal/v1/submissions/${s.id}/heartbeat`)
+      .set(service.auth)
+      .send({ worker_id: 'w-data', runtime_data: runtime })
+      .expect(200);
     const single = (await getRun(run)).jobs[0].job_submissions[0];
-    const page = (await t.http.get(`/api/v1/projects/${project}/runs?limit=100&job_submissions_limit=1`).set(owner.auth).expect(200)).body as { items: RunResponse[] };
+    const page = (
+      await t.http.get(`/api/v1/projects/${project}/runs?limit=100&job_submissions_limit=1`).set(owner.auth).expect(200)
+    ).body as { items: RunResponse[] };
     const listed = page.items.find((r) => r.id === run.id)!.jobs[0].job_submissions[0];
     for (const sub of [single, listed] as unknown as { provisioning_data: unknown; runtime_data: unknown }[]) {
       expect(JSON.stringify(sub.provisioning_data)).toBe(JSON.stringify(provisioning));
@@ -109,7 +150,11 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(r0.body.retry_submission).toMatchObject({ submission_num: 1 });
     const pending = await getRun(run);
     expect(pending).toMatchObject({ status: 'pending', status_message: 'retrying' });
-    expect(pending.jobs[0]).toMatchObject({ status: 'submitted', submission_count: 2, termination_reason: 'container_exited_with_error' });
+    expect(pending.jobs[0]).toMatchObject({
+      status: 'submitted',
+      submission_count: 2,
+      termination_reason: 'container_exited_with_error',
+    });
     expect((await w.complete(s0.id, DONE)).status).toBe(409);
     expect((await getRun(run)).jobs[0]).toMatchObject({ status: 'submitted', submission_count: 2 });
     const [s1] = await claimOf(w, run);
@@ -145,11 +190,18 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
   });
 
   it('cancel reaches workers through heartbeats; queued work is terminated without a worker', async () => {
-    const run = await makeRun(t, owner, project, { job_groups: [{ ref: 'g' }], jobs: [{ group_ref: 'g', spec: jobSpec(), replicas: 3 }] });
+    const run = await makeRun(t, owner, project, {
+      job_groups: [{ ref: 'g' }],
+      jobs: [{ group_ref: 'g', spec: jobSpec(), replicas: 3 }],
+    });
     const w = makeWorker(t, service, 'w-cancel');
     const [s] = await claimOf(w, run);
     await w.running(s.id);
-    await t.http.post(`${runUrl(run)}/job-groups/1/cancel`).set(owner.auth).send({}).expect(200);
+    await t.http
+      .post(`${runUrl(run)}/job-groups/1/cancel`)
+      .set(owner.auth)
+      .send({})
+      .expect(200);
     expect((await w.heartbeat(s.id)).body.cancel_requested).toBe(true);
     expect((await getRun(run)).status).toBe('terminating');
     const swept = await t.app.get(WorkerLifecycleService).sweepCancelled(100, 1000);
@@ -157,7 +209,12 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     await w.complete(s.id, { status: 'terminated', termination_reason: 'job_group_cancelled' });
     const after = await getRun(run);
     expect(after.status).toBe('terminated');
-    for (const j of after.jobs) expect(j).toMatchObject({ status: 'terminated', termination_reason: 'job_group_cancelled', cancelled_job_group_id: 1 });
+    for (const j of after.jobs)
+      expect(j).toMatchObject({
+        status: 'terminated',
+        termination_reason: 'job_group_cancelled',
+        cancelled_job_group_id: 1,
+      });
     expect(await group(run, 0)).toMatchObject({ counts: { n_jobs: 3, n_cancelled: 3, n_completed: 3 } });
     expect(await claimOf(w, run)).toEqual([]);
   });
@@ -174,7 +231,10 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect((await group(run, 1)).status).toBe('failure');
     await w.execute(inGroup[1], ERROR);
     const g = await group(run, 1);
-    expect(g).toMatchObject({ status: 'failure', cancellation: { job_group_id: 1, cancelled_by: 'system', reason: 'fail_fast' } });
+    expect(g).toMatchObject({
+      status: 'failure',
+      cancellation: { job_group_id: 1, cancelled_by: 'system', reason: 'fail_fast' },
+    });
     expect(g.counts).toEqual({ n_jobs: 5, n_completed: 5, n_succeeded: 0, n_failed: 2, n_cancelled: 3 });
     expect((await w.heartbeat(inGroup[2].id)).body.cancel_requested).toBe(true);
     for (const c of inGroup.slice(2)) await w.complete(c.id, { status: 'terminated', termination_reason: 'fail_fast' });
@@ -189,7 +249,10 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     const w = makeWorker(t, service, 'w-lapse');
     const [s] = await claimOf(w, run);
     await w.running(s.id);
-    await t.dataSource.query(`UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, [s.id]);
+    await t.dataSource.query(
+      `UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+      [s.id],
+    );
     expect(await t.app.get(WorkerLifecycleService).expireLapsedLeases(100)).toBeGreaterThanOrEqual(1);
     const job = (await getRun(run)).jobs[0];
     expect(job.job_submissions.map((x) => [x.submission_num, x.status])).toEqual([
@@ -207,7 +270,13 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     const w = makeWorker(t, service, 'w-stop');
     const [s] = await claimOf(w, run);
     await w.running(s.id);
-    const stopping = (await t.http.post(`${runUrl(run)}/stop`).set(owner.auth).send({}).expect(200)).body;
+    const stopping = (
+      await t.http
+        .post(`${runUrl(run)}/stop`)
+        .set(owner.auth)
+        .send({})
+        .expect(200)
+    ).body;
     expect(stopping).toMatchObject({ status: 'terminating', status_message: 'stopping' });
     expect((await w.heartbeat(s.id)).body.cancel_requested).toBe(true);
     await w.complete(s.id, { status: 'terminated', termination_reason: 'stopped_by_user' });
@@ -223,7 +292,11 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect((await getRun(run)).status).toBe('done');
     expect((await group(run, 0)).state).toBe('complete');
     const [g] = await makeGroupChain(t, owner, project, run.id, 1);
-    await t.http.post(`${runUrl(run)}/job-groups/${g}/jobs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(201);
+    await t.http
+      .post(`${runUrl(run)}/job-groups/${g}/jobs`)
+      .set(owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] })
+      .expect(201);
     expect((await group(run, 0)).state).toBe('running');
     expect((await getRun(run)).status).toBe('submitted');
   });

@@ -16,7 +16,9 @@ const limits = (overrides: Record<string, string>) => ({
 describe('request rate limits', () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await createTestApp(limits({ RUNPLANE_RATE_LIMIT_USER_REQUESTS: '5', RUNPLANE_RATE_LIMIT_SERVICE_REQUESTS: '0' }));
+    t = await createTestApp(
+      limits({ RUNPLANE_RATE_LIMIT_USER_REQUESTS: '5', RUNPLANE_RATE_LIMIT_SERVICE_REQUESTS: '0' }),
+    );
   });
   afterAll(() => t.close());
 
@@ -66,8 +68,13 @@ describe('tokens per user', () => {
   it('refuses a token past the cap with 409 TOKEN_LIMIT_REACHED; revoking one makes room', async () => {
     const user = await t.user(); // one live token already
     const issued: { id: string; token: string; created_at: string }[] = [];
-    for (let i = 0; i < 2; i++) issued.push((await t.http.post('/api/v1/users/me/tokens').set(user.auth).expect(201)).body);
-    expect(issued[0]).toEqual({ id: expect.any(String), token: expect.stringMatching(/^rp_/), created_at: expect.any(String) });
+    for (let i = 0; i < 2; i++)
+      issued.push((await t.http.post('/api/v1/users/me/tokens').set(user.auth).expect(201)).body);
+    expect(issued[0]).toEqual({
+      id: expect.any(String),
+      token: expect.stringMatching(/^rp_/),
+      created_at: expect.any(String),
+    });
     const refused = await t.http.post('/api/v1/users/me/tokens').set(user.auth).expect(409);
     expect(refused.body.code).toBe('TOKEN_LIMIT_REACHED');
     expect(refused.body.message).toMatch(/DELETE \/api\/v1\/users\/me\/tokens\/\{id\}/);
@@ -78,7 +85,11 @@ describe('tokens per user', () => {
     for (const item of listed.body.items) expect(Object.keys(item).sort()).toEqual(['created_at', 'id']);
     expect(JSON.stringify(listed.body)).not.toContain(issued[0].token);
     const page = await t.http.get('/api/v1/users/me/tokens').query({ limit: 2 }).set(user.auth).expect(200);
-    const rest = await t.http.get('/api/v1/users/me/tokens').query({ limit: 2, cursor: page.body.next_cursor }).set(user.auth).expect(200);
+    const rest = await t.http
+      .get('/api/v1/users/me/tokens')
+      .query({ limit: 2, cursor: page.body.next_cursor })
+      .set(user.auth)
+      .expect(200);
     expect([...page.body.items, ...rest.body.items]).toEqual(listed.body.items);
 
     // A revoked token stops working at once, even though it was just used (and so cached).
@@ -99,7 +110,9 @@ describe('tokens per user', () => {
   describeRealPostgres('under concurrency', () => {
     it('never lets concurrent requests pass the cap', async () => {
       const user = await t.user(); // 1 of 3
-      const results = await Promise.all(Array.from({ length: 6 }, () => t.http.post('/api/v1/users/me/tokens').set(user.auth)));
+      const results = await Promise.all(
+        Array.from({ length: 6 }, () => t.http.post('/api/v1/users/me/tokens').set(user.auth)),
+      );
       expect(results.map((r) => r.status).sort()).toEqual([201, 201, 409, 409, 409, 409]);
       const rows = await t.dataSource.query('SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1', [user.id]);
       expect(rows[0].n).toBe(3);
@@ -127,27 +140,53 @@ describe('idempotency keys keep a reference, not the response', () => {
     const project = await makeProject(t, owner);
     const key = `run-${Date.now()}`;
     const body = { jobs: [{ replicas: 50, spec: jobSpec() }] };
-    const first = await t.http.post(`/api/v1/projects/${project.name}/runs`).set(owner.auth).set('Idempotency-Key', key).send(body).expect(201);
+    const first = await t.http
+      .post(`/api/v1/projects/${project.name}/runs`)
+      .set(owner.auth)
+      .set('Idempotency-Key', key)
+      .send(body)
+      .expect(201);
     expect(JSON.stringify(first.body).length).toBeGreaterThan(10_000);
     const row = await keyRow(key);
     expect(row).toMatchObject({ resource_kind: 'run', resource_id: first.body.id, response_status: 201 });
     expect(row.bytes).toBeLessThan(400);
-    const columns = await t.dataSource.query(`SELECT column_name FROM information_schema.columns WHERE table_name = 'idempotency_keys' AND data_type IN ('jsonb', 'json')`);
+    const columns = await t.dataSource.query(
+      `SELECT column_name FROM information_schema.columns WHERE table_name = 'idempotency_keys' AND data_type IN ('jsonb', 'json')`,
+    );
     expect(columns).toEqual([]);
 
-    const again = await t.http.post(`/api/v1/projects/${project.name}/runs`).set(owner.auth).set('Idempotency-Key', key).send(body).expect(201);
+    const again = await t.http
+      .post(`/api/v1/projects/${project.name}/runs`)
+      .set(owner.auth)
+      .set('Idempotency-Key', key)
+      .send(body)
+      .expect(201);
     expect(again.body).toEqual(first.body);
 
     // A repeat answers with the run as it is now (Stripe-like), not as it was.
-    await t.http.post(`/api/v1/projects/${project.name}/runs/${first.body.id}/stop`).set(owner.auth).send({}).expect(200);
-    const later = await t.http.post(`/api/v1/projects/${project.name}/runs`).set(owner.auth).set('Idempotency-Key', key).send(body).expect(201);
+    await t.http
+      .post(`/api/v1/projects/${project.name}/runs/${first.body.id}/stop`)
+      .set(owner.auth)
+      .send({})
+      .expect(200);
+    const later = await t.http
+      .post(`/api/v1/projects/${project.name}/runs`)
+      .set(owner.auth)
+      .set('Idempotency-Key', key)
+      .send(body)
+      .expect(201);
     expect(later.body.id).toBe(first.body.id);
     expect(later.body.jobs.map((j: { id: string }) => j.id)).toEqual(first.body.jobs.map((j: { id: string }) => j.id));
     expect(later.body.status).not.toBe(first.body.status);
     const runs = await t.dataSource.query('SELECT count(*)::int AS n FROM runs WHERE project_id = $1', [project.id]);
     expect(runs[0].n).toBe(1);
 
-    const other = await t.http.post(`/api/v1/projects/${project.name}/runs`).set(owner.auth).set('Idempotency-Key', key).send({ jobs: [{ spec: jobSpec() }] }).expect(409);
+    const other = await t.http
+      .post(`/api/v1/projects/${project.name}/runs`)
+      .set(owner.auth)
+      .set('Idempotency-Key', key)
+      .send({ jobs: [{ spec: jobSpec() }] })
+      .expect(409);
     expect(other.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
   });
 
@@ -158,28 +197,64 @@ describe('idempotency keys keep a reference, not the response', () => {
     const base = `/api/v1/projects/${project.name}/runs/${run.id}/job-groups`;
 
     const groupKey = `group-${Date.now()}`;
-    const group = await t.http.post(base).set(owner.auth).set('Idempotency-Key', groupKey).send({ parent_id: 0 }).expect(201);
-    const groupAgain = await t.http.post(base).set(owner.auth).set('Idempotency-Key', groupKey).send({ parent_id: 0 }).expect(201);
+    const group = await t.http
+      .post(base)
+      .set(owner.auth)
+      .set('Idempotency-Key', groupKey)
+      .send({ parent_id: 0 })
+      .expect(201);
+    const groupAgain = await t.http
+      .post(base)
+      .set(owner.auth)
+      .set('Idempotency-Key', groupKey)
+      .send({ parent_id: 0 })
+      .expect(201);
     expect(groupAgain.body).toEqual(group.body);
-    expect(await keyRow(groupKey)).toMatchObject({ resource_kind: 'job_group', resource_id: String(group.body.job_group_id) });
+    expect(await keyRow(groupKey)).toMatchObject({
+      resource_kind: 'job_group',
+      resource_id: String(group.body.job_group_id),
+    });
 
     const jobsKey = `jobs-${Date.now()}`;
     const add = { jobs: [{ replicas: 2, spec: jobSpec() }, { spec: jobSpec() }] };
-    const added = await t.http.post(`${base}/${group.body.job_group_id}/jobs`).set(owner.auth).set('Idempotency-Key', jobsKey).send(add).expect(201);
+    const added = await t.http
+      .post(`${base}/${group.body.job_group_id}/jobs`)
+      .set(owner.auth)
+      .set('Idempotency-Key', jobsKey)
+      .send(add)
+      .expect(201);
     expect(added.body.jobs).toHaveLength(3);
     // More jobs after the batch: the repeat still answers with its own batch.
     await t.http.post(`${base}/${group.body.job_group_id}/jobs`).set(owner.auth).send(add).expect(201);
-    const addedAgain = await t.http.post(`${base}/${group.body.job_group_id}/jobs`).set(owner.auth).set('Idempotency-Key', jobsKey).send(add).expect(201);
+    const addedAgain = await t.http
+      .post(`${base}/${group.body.job_group_id}/jobs`)
+      .set(owner.auth)
+      .set('Idempotency-Key', jobsKey)
+      .send(add)
+      .expect(201);
     expect(addedAgain.body).toEqual(added.body);
-    expect(await keyRow(jobsKey)).toMatchObject({ resource_kind: 'jobs', resource_id: String(added.body.jobs[0].job_num) });
+    expect(await keyRow(jobsKey)).toMatchObject({
+      resource_kind: 'jobs',
+      resource_id: String(added.body.jobs[0].job_num),
+    });
     const jobs = await t.dataSource.query('SELECT count(*)::int AS n FROM jobs WHERE run_id = $1', [run.id]);
     expect(jobs[0].n).toBe(1 + 3 + 3);
 
     const projectKey = `project-${Date.now()}`;
     const name = `idem-ref-${Date.now()}`;
-    const created = await t.http.post('/api/v1/projects').set(owner.auth).set('Idempotency-Key', projectKey).send({ name }).expect(201);
+    const created = await t.http
+      .post('/api/v1/projects')
+      .set(owner.auth)
+      .set('Idempotency-Key', projectKey)
+      .send({ name })
+      .expect(201);
     await t.http.patch(`/api/v1/projects/${name}`).set(owner.auth).send({ billing_limit_usd: 5 }).expect(200);
-    const createdAgain = await t.http.post('/api/v1/projects').set(owner.auth).set('Idempotency-Key', projectKey).send({ name }).expect(201);
+    const createdAgain = await t.http
+      .post('/api/v1/projects')
+      .set(owner.auth)
+      .set('Idempotency-Key', projectKey)
+      .send({ name })
+      .expect(201);
     expect(createdAgain.body).toEqual({ ...created.body, billing_limit_usd: 5 });
   });
 });
@@ -226,8 +301,16 @@ describe('queued jobs per project', () => {
     expect(await written(project.id)).toEqual(before);
 
     // Up to the limit is fine; another project has its own.
-    await t.http.post(`/api/v1/projects/${project.name}/runs/${run.id}/job-groups/0/jobs`).set(owner.auth).send({ jobs: [{ replicas: 2, spec: jobSpec() }] }).expect(201);
-    await t.http.post(`/api/v1/projects/${project.name}/runs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(409);
+    await t.http
+      .post(`/api/v1/projects/${project.name}/runs/${run.id}/job-groups/0/jobs`)
+      .set(owner.auth)
+      .send({ jobs: [{ replicas: 2, spec: jobSpec() }] })
+      .expect(201);
+    await t.http
+      .post(`/api/v1/projects/${project.name}/runs`)
+      .set(owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] })
+      .expect(409);
     const elsewhere = await makeProject(t, owner);
     await makeRun(t, owner, elsewhere.name, { jobs: [{ replicas: 5, spec: jobSpec() }] });
 
@@ -240,14 +323,22 @@ describe('queued jobs per project', () => {
       expect((await worker.complete(s.id, DONE)).status).toBe(200);
     }
     await makeRun(t, owner, project.name, { jobs: [{ replicas: 2, spec: jobSpec() }] });
-    await t.http.post(`/api/v1/projects/${project.name}/runs`).set(owner.auth).send({ jobs: [{ spec: jobSpec() }] }).expect(409);
+    await t.http
+      .post(`/api/v1/projects/${project.name}/runs`)
+      .set(owner.auth)
+      .send({ jobs: [{ spec: jobSpec() }] })
+      .expect(409);
   });
 
   describeRealPostgres('under concurrency', () => {
     it('lets exactly one of two concurrent submissions that do not both fit through', async () => {
       const owner = await t.user();
       const project = await makeProject(t, owner);
-      const submit = () => t.http.post(`/api/v1/projects/${project.name}/runs`).set(owner.auth).send({ jobs: [{ replicas: 3, spec: jobSpec() }] });
+      const submit = () =>
+        t.http
+          .post(`/api/v1/projects/${project.name}/runs`)
+          .set(owner.auth)
+          .send({ jobs: [{ replicas: 3, spec: jobSpec() }] });
       const results = await Promise.all([submit(), submit(), submit()]);
       expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409]);
       expect((await written(project.id)).jobs).toBe(3);
@@ -268,8 +359,12 @@ describe('PATCH /projects/{p}: only fields present change', () => {
     const url = `/api/v1/projects/${project.name}`;
     expect((await t.http.patch(url).set(owner.auth).send({}).expect(200)).body.billing_limit_usd).toBe(10);
     expect((await t.http.get(url).set(owner.auth).expect(200)).body.billing_limit_usd).toBe(10);
-    expect((await t.http.patch(url).set(owner.auth).send({ billing_limit_usd: 20 }).expect(200)).body.billing_limit_usd).toBe(20);
-    expect((await t.http.patch(url).set(owner.auth).send({ billing_limit_usd: null }).expect(200)).body.billing_limit_usd).toBeNull();
+    expect(
+      (await t.http.patch(url).set(owner.auth).send({ billing_limit_usd: 20 }).expect(200)).body.billing_limit_usd,
+    ).toBe(20);
+    expect(
+      (await t.http.patch(url).set(owner.auth).send({ billing_limit_usd: null }).expect(200)).body.billing_limit_usd,
+    ).toBeNull();
     expect((await t.http.get(url).set(owner.auth).expect(200)).body.billing_limit_usd).toBeNull();
     expect((await t.http.patch(url).set(owner.auth).send({}).expect(200)).body.billing_limit_usd).toBeNull();
   });

@@ -55,7 +55,12 @@ describe('max_duration_s enforced by the server: overdue running submissions end
     const jobId = (n: number) => run.jobs.find((j) => j.job_num === n)!.id;
     const limited = claimed.find((c) => c.job_id === jobId(0))!;
     const unlimited = claimed.find((c) => c.job_id === jobId(1))!;
-    expect(await deadlines([limited.id, unlimited.id])).toEqual(new Map([[limited.id, 60], [unlimited.id, null]]));
+    expect(await deadlines([limited.id, unlimited.id])).toEqual(
+      new Map([
+        [limited.id, 60],
+        [unlimited.id, null],
+      ]),
+    );
 
     // Not yet past its deadline: nothing happens.
     const lifecycle = t.app.get(WorkerLifecycleService);
@@ -68,13 +73,21 @@ describe('max_duration_s enforced by the server: overdue running submissions end
     const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body;
     const job = (n: number) => view.jobs.find((j: { job_num: number }) => j.job_num === n);
     expect(job(0)).toMatchObject({ status: 'terminated', submission_count: 1 });
-    expect(job(0).latest_job_submission).toMatchObject({ status: 'terminated', termination_reason: 'max_duration_exceeded' });
+    expect(job(0).latest_job_submission).toMatchObject({
+      status: 'terminated',
+      termination_reason: 'max_duration_exceeded',
+    });
     expect(job(0).latest_job_submission.finished_at).not.toBeNull();
     expect(job(1).status).toBe('running');
     // Billed up to the end: 61 s of 1 core at 0.04 / core-hour and 1 GiB at 0.005 / GiB-hour, plus the test's own time.
     expect(job(0).latest_job_submission.cost_usd).toBeGreaterThanOrEqual((61 / 3600) * 0.045 - 1e-9);
     expect(job(0).latest_job_submission.cost_usd).toBeLessThan((70 / 3600) * 0.045);
-    const root = (await t.http.get(`${runUrl(run)}/job-groups/0`).set(owner.auth).expect(200)).body;
+    const root = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/0`)
+        .set(owner.auth)
+        .expect(200)
+    ).body;
     expect(root.counts).toEqual({ n_jobs: 2, n_completed: 1, n_succeeded: 0, n_failed: 0, n_cancelled: 1 });
 
     // The silent worker's next report is refused as stale: it stops the process.

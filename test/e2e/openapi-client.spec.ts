@@ -55,10 +55,20 @@ describe('OpenAPI document and typed client', () => {
     const run = submitted.data!;
     expect(run.jobs.map((j) => j.replica_num)).toEqual([0, 1]);
 
-    const read = await api.GET('/api/v1/projects/{project}/runs/{runId}', { params: { path: { project: name, runId: run.id }, query: { job_submissions_limit: 1 } } });
-    expect(read.data).toMatchObject({ id: run.id, run_name: 'typed', project: name, status: 'submitted', job_group_id: 0 });
+    const read = await api.GET('/api/v1/projects/{project}/runs/{runId}', {
+      params: { path: { project: name, runId: run.id }, query: { job_submissions_limit: 1 } },
+    });
+    expect(read.data).toMatchObject({
+      id: run.id,
+      run_name: 'typed',
+      project: name,
+      status: 'submitted',
+      job_group_id: 0,
+    });
 
-    const page = await api.GET('/api/v1/projects/{project}/runs', { params: { path: { project: name }, query: { limit: 1, include_jobs: false } } });
+    const page = await api.GET('/api/v1/projects/{project}/runs', {
+      params: { path: { project: name }, query: { limit: 1, include_jobs: false } },
+    });
     expect(page.data!.items.map((r) => r.id)).toEqual([run.id]);
 
     // Errors come back typed as the documented error shape.

@@ -34,41 +34,63 @@ describe('OpenAPI contract (fuzzed)', () => {
 
   it('documents opaque bearer tokens and the error schemas', () => {
     expect(JSON.stringify(doc)).not.toContain('JWT');
-    for (const status of [400, 401, 403, 404, 409, 429, 503]) expect(doc.components.schemas[`Error${status}`]).toBeDefined();
+    for (const status of [400, 401, 403, 404, 409, 429, 503])
+      expect(doc.components.schemas[`Error${status}`]).toBeDefined();
   });
 
-  it(`every route: the valid request, then ${RUNS} invalid ones, answered as documented`, async () => {
-    const ops = operationsOf(doc);
-    const requests = validRequests(f);
-    expect(ops.map(routeKey).filter((k) => !requests[k])).toEqual([]); // a new route needs its valid request here
-    expect(Object.keys(requests).filter((k) => !ops.some((op) => routeKey(op) === k))).toEqual([]);
-    const ctx = (op: Operation): FuzzContext => ({ validator, components: doc.components.schemas, wrongRoleTokens: wrongRoles(op, f), foreign: f.foreign });
-    const failures: string[] = [];
-    const statuses = new Map<number, number>();
-    let examples = 0;
-    const record = (op: Operation, ex: Example, res: Response, valid: boolean) => {
-      examples++;
-      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      const problem = judge(op, ex, res, valid, validator);
-      if (problem) failures.push(`${routeKey(op)} [${ex.label}] → ${res.status} ${short(res.body)}: ${problem}`);
-    };
-    // Valid requests first, in document order but with the submission's final report last (it ends the lease).
-    const ordered = [...ops].sort((a, b) => Number(a.path.endsWith('/complete')) - Number(b.path.endsWith('/complete')));
-    for (const op of ordered) {
-      const request = requests[routeKey(op)]();
-      const bodyProblem = op.requestBody ? validator.check(op.requestBody.content['application/json'].schema, request.body) : null;
-      if (bodyProblem) failures.push(`${routeKey(op)}: the valid request's body breaks the documented schema: ${bodyProblem}`);
-      record(op, { label: 'valid', request, mustRefuse: false }, await send(t, op, request), true);
-    }
-    for (const [i, op] of ordered.entries()) {
-      const base = requests[routeKey(op)]();
-      for (const ex of fc.sample(invalidExamples(op, base, ctx(op)), { numRuns: RUNS, seed: SEED + i })) record(op, ex, await send(t, op, ex.request), false);
-    }
-    const seen = [...statuses].sort(([a], [b]) => a - b).map(([s, n]) => `${s}×${n}`).join(' ');
-    process.stdout.write(`openapi-fuzz: ${ops.length} routes, ${examples} requests (${ops.length} valid + ${examples - ops.length} invalid, ${RUNS} per route), statuses ${seen}, ${failures.length} failures, seed ${SEED}\n`);
-    if (failures.length && process.env.FUZZ_FAILURES_FILE) writeFileSync(process.env.FUZZ_FAILURES_FILE, failures.join('\n'));
-    expect(failures).toEqual([]);
-  }, 120_000 + RUNS * 3_000);
+  it(
+    `every route: the valid request, then ${RUNS} invalid ones, answered as documented`,
+    async () => {
+      const ops = operationsOf(doc);
+      const requests = validRequests(f);
+      expect(ops.map(routeKey).filter((k) => !requests[k])).toEqual([]); // a new route needs its valid request here
+      expect(Object.keys(requests).filter((k) => !ops.some((op) => routeKey(op) === k))).toEqual([]);
+      const ctx = (op: Operation): FuzzContext => ({
+        validator,
+        components: doc.components.schemas,
+        wrongRoleTokens: wrongRoles(op, f),
+        foreign: f.foreign,
+      });
+      const failures: string[] = [];
+      const statuses = new Map<number, number>();
+      let examples = 0;
+      const record = (op: Operation, ex: Example, res: Response, valid: boolean) => {
+        examples++;
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        const problem = judge(op, ex, res, valid, validator);
+        if (problem) failures.push(`${routeKey(op)} [${ex.label}] → ${res.status} ${short(res.body)}: ${problem}`);
+      };
+      // Valid requests first, in document order but with the submission's final report last (it ends the lease).
+      const ordered = [...ops].sort(
+        (a, b) => Number(a.path.endsWith('/complete')) - Number(b.path.endsWith('/complete')),
+      );
+      for (const op of ordered) {
+        const request = requests[routeKey(op)]();
+        const bodyProblem = op.requestBody
+          ? validator.check(op.requestBody.content['application/json'].schema, request.body)
+          : null;
+        if (bodyProblem)
+          failures.push(`${routeKey(op)}: the valid request's body breaks the documented schema: ${bodyProblem}`);
+        record(op, { label: 'valid', request, mustRefuse: false }, await send(t, op, request), true);
+      }
+      for (const [i, op] of ordered.entries()) {
+        const base = requests[routeKey(op)]();
+        for (const ex of fc.sample(invalidExamples(op, base, ctx(op)), { numRuns: RUNS, seed: SEED + i }))
+          record(op, ex, await send(t, op, ex.request), false);
+      }
+      const seen = [...statuses]
+        .sort(([a], [b]) => a - b)
+        .map(([s, n]) => `${s}×${n}`)
+        .join(' ');
+      process.stdout.write(
+        `openapi-fuzz: ${ops.length} routes, ${examples} requests (${ops.length} valid + ${examples - ops.length} invalid, ${RUNS} per route), statuses ${seen}, ${failures.length} failures, seed ${SEED}\n`,
+      );
+      if (failures.length && process.env.FUZZ_FAILURES_FILE)
+        writeFileSync(process.env.FUZZ_FAILURES_FILE, failures.join('\n'));
+      expect(failures).toEqual([]);
+    },
+    120_000 + RUNS * 3_000,
+  );
 });
 
 /** What is wrong with an answer, if anything. */
@@ -80,7 +102,8 @@ function judge(op: Operation, ex: Example, res: Response, valid: boolean, valida
   if (ex.mustRefuse && res.status < 400) return 'accepted a request the document says is invalid';
   const schema = documented.content?.['application/json']?.schema;
   if (!schema) return res.text ? `a body where none is documented: ${short(res.text)}` : null;
-  if (!/^application\/json/.test(String(res.headers['content-type']))) return `content type ${res.headers['content-type']}`;
+  if (!/^application\/json/.test(String(res.headers['content-type'])))
+    return `content type ${res.headers['content-type']}`;
   const mismatch = validator.check(schema, res.body);
   return mismatch ? `body does not match the documented schema: ${mismatch}` : null;
 }
@@ -88,7 +111,8 @@ function judge(op: Operation, ex: Example, res: Response, valid: boolean, valida
 async function send(t: TestApp, op: Operation, r: FuzzRequest): Promise<Response> {
   const path = op.path.replace(/\{(\w+)\}/g, (_, name: string) => encodePathSegment(String(r.params[name])));
   const query = new URLSearchParams();
-  for (const [k, v] of Object.entries(r.query)) for (const one of Array.isArray(v) ? v : [v]) query.append(k, String(one));
+  for (const [k, v] of Object.entries(r.query))
+    for (const one of Array.isArray(v) ? v : [v]) query.append(k, String(one));
   const url = query.size ? `${path}?${query}` : path;
   let req = t.http[op.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete'](url);
   if (r.auth !== null) req = req.set('Authorization', r.auth);
@@ -126,7 +150,12 @@ interface Fixtures {
 
 /** An admin, a project owner, a service account; a run with nested groups and jobs; a claimed submission; a finished run. */
 async function buildFixtures(t: TestApp): Promise<Fixtures> {
-  const [admin, owner, outsider, service] = await Promise.all([t.user('admin'), t.user('user'), t.user('user'), t.user('service')]);
+  const [admin, owner, outsider, service] = await Promise.all([
+    t.user('admin'),
+    t.user('user'),
+    t.user('user'),
+    t.user('service'),
+  ]);
   const project = (await makeProject(t, owner)).name;
   const worker = makeWorker(t, service, uniqueName('fuzz-worker'));
   // Claimed first, so nothing else is queued ahead of them.
@@ -140,11 +169,18 @@ async function buildFixtures(t: TestApp): Promise<Fixtures> {
     jobs: [{ spec: jobSpec() }, { group_ref: 'b', replicas: 2, spec: jobSpec() }],
   });
   const groupId = run.jobs.find((j) => j.job_group_id !== 0)!.job_group_id;
-  const cancellable = await t.http.post(`/api/v1/projects/${project}/runs/${run.id}/job-groups`).set(owner.auth).send({ parent_id: 0 }).expect(201);
+  const cancellable = await t.http
+    .post(`/api/v1/projects/${project}/runs/${run.id}/job-groups`)
+    .set(owner.auth)
+    .send({ parent_id: 0 })
+    .expect(201);
   const stoppable = await makeRun(t, owner, project);
   const revocable = await t.http.post('/api/v1/users/me/tokens').set(owner.auth).expect(201);
   const foreignProject = (await makeProject(t, outsider)).name;
-  const foreignRun = await makeRun(t, outsider, foreignProject, { job_groups: [{ ref: 'x' }], jobs: [{ group_ref: 'x', spec: jobSpec() }] });
+  const foreignRun = await makeRun(t, outsider, foreignProject, {
+    job_groups: [{ ref: 'x' }],
+    jobs: [{ group_ref: 'x', spec: jobSpec() }],
+  });
   return {
     admin,
     owner,
@@ -179,7 +215,13 @@ type Valid = () => FuzzRequest;
 
 /** One valid request per documented route, over the fixtures. */
 function validRequests(f: Fixtures): Record<string, Valid> {
-  const as = (u: TestUser | null, rest: Partial<FuzzRequest> = {}): FuzzRequest => ({ params: {}, query: {}, headers: {}, auth: u ? `Bearer ${u.token}` : null, ...rest });
+  const as = (u: TestUser | null, rest: Partial<FuzzRequest> = {}): FuzzRequest => ({
+    params: {},
+    query: {},
+    headers: {},
+    auth: u ? `Bearer ${u.token}` : null,
+    ...rest,
+  });
   const run = { project: f.project, runId: f.runId };
   const group = { ...run, g: f.groupId };
   const spec = () => jobSpec({ env: { FOO: 'bar' }, max_duration_s: 60 });
@@ -196,10 +238,21 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     'POST /api/v1/projects': () => as(f.owner, { body: { name: uniqueName('fuzz'), billing_limit_usd: 100 } }),
     'GET /api/v1/projects': () => as(f.owner, { query: { limit: '5' } }),
     'GET /api/v1/projects/{project}': () => as(f.owner, { params: { project: f.project } }),
-    'PATCH /api/v1/projects/{project}': () => as(f.owner, { params: { project: f.project }, body: { billing_limit_usd: 1000 } }),
-    'PUT /api/v1/projects/{project}/members': () => as(f.owner, { params: { project: f.project }, body: { members: [{ user: f.owner.name, role: 'admin' }] } }),
+    'PATCH /api/v1/projects/{project}': () =>
+      as(f.owner, { params: { project: f.project }, body: { billing_limit_usd: 1000 } }),
+    'PUT /api/v1/projects/{project}/members': () =>
+      as(f.owner, { params: { project: f.project }, body: { members: [{ user: f.owner.name, role: 'admin' }] } }),
     // Every run of the fixtures, the finished one with its reported provisioning and runtime data, checked against the schema.
-    'GET /api/v1/runs': () => as(f.owner, { query: { limit: '20', ascending: 'true', only_active: 'false', include_jobs: 'true', job_submissions_limit: '3' } }),
+    'GET /api/v1/runs': () =>
+      as(f.owner, {
+        query: {
+          limit: '20',
+          ascending: 'true',
+          only_active: 'false',
+          include_jobs: 'true',
+          job_submissions_limit: '3',
+        },
+      }),
     'POST /api/v1/projects/{project}/runs': () =>
       as(f.owner, {
         params: { project: f.project },
@@ -212,25 +265,44 @@ function validRequests(f: Fixtures): Record<string, Valid> {
           jobs: [{ name: 'j', group_ref: 'g1', replicas: 1, always_run: false, spec: spec() }],
         },
       }),
-    'GET /api/v1/projects/{project}/runs': () => as(f.owner, { params: { project: f.project }, query: { user: f.owner.name, limit: '3' } }),
-    'GET /api/v1/projects/{project}/runs/{runId}': () => as(f.owner, { params: run, query: { job_submissions_limit: '1' } }),
-    'DELETE /api/v1/projects/{project}/runs/{runId}': () => as(f.owner, { params: { project: f.project, runId: f.finishedRunId } }),
-    'POST /api/v1/projects/{project}/runs/{runId}/stop': () => as(f.owner, { params: { project: f.project, runId: f.stoppableRunId }, body: { abort: false } }),
-    'GET /api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/submissions': () => as(f.owner, { params: { ...run, jobId: f.jobId }, query: { limit: '10' } }),
-    'POST /api/v1/projects/{project}/runs/{runId}/job-groups': () => as(f.owner, { params: run, body: { parent_id: f.groupId, attributes: { x: 1 }, cancel_after_n_failures: 3 } }),
-    'POST /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/jobs': () => as(f.owner, { params: group, body: { jobs: [{ spec: spec(), replicas: 2 }] } }),
-    'GET /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/jobs': () => as(f.owner, { params: group, query: { recursive: 'true', status: 'submitted', limit: '5' } }),
+    'GET /api/v1/projects/{project}/runs': () =>
+      as(f.owner, { params: { project: f.project }, query: { user: f.owner.name, limit: '3' } }),
+    'GET /api/v1/projects/{project}/runs/{runId}': () =>
+      as(f.owner, { params: run, query: { job_submissions_limit: '1' } }),
+    'DELETE /api/v1/projects/{project}/runs/{runId}': () =>
+      as(f.owner, { params: { project: f.project, runId: f.finishedRunId } }),
+    'POST /api/v1/projects/{project}/runs/{runId}/stop': () =>
+      as(f.owner, { params: { project: f.project, runId: f.stoppableRunId }, body: { abort: false } }),
+    'GET /api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/submissions': () =>
+      as(f.owner, { params: { ...run, jobId: f.jobId }, query: { limit: '10' } }),
+    'POST /api/v1/projects/{project}/runs/{runId}/job-groups': () =>
+      as(f.owner, { params: run, body: { parent_id: f.groupId, attributes: { x: 1 }, cancel_after_n_failures: 3 } }),
+    'POST /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/jobs': () =>
+      as(f.owner, { params: group, body: { jobs: [{ spec: spec(), replicas: 2 }] } }),
+    'GET /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/jobs': () =>
+      as(f.owner, { params: group, query: { recursive: 'true', status: 'submitted', limit: '5' } }),
     'GET /api/v1/projects/{project}/runs/{runId}/job-groups/{g}': () => as(f.owner, { params: group }),
-    'GET /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/job-groups': () => as(f.owner, { params: { ...run, g: 0 } }),
-    'POST /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/cancel': () => as(f.owner, { params: { ...run, g: f.cancellableGroupId }, body: { reason: 'enough' } }),
+    'GET /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/job-groups': () =>
+      as(f.owner, { params: { ...run, g: 0 } }),
+    'POST /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/cancel': () =>
+      as(f.owner, { params: { ...run, g: f.cancellableGroupId }, body: { reason: 'enough' } }),
     'GET /api/v1/resources': () => as(f.owner),
-    'POST /admin/v1/resources': () => as(f.admin, { body: { name: 'fuzz_rate', rate_usd_per_unit_hour: 0.5, unit: 'hour' } }),
+    'POST /admin/v1/resources': () =>
+      as(f.admin, { body: { name: 'fuzz_rate', rate_usd_per_unit_hour: 0.5, unit: 'hour' } }),
     // Claims one queued submission (of the fixtures' runs), so a claimed submission's shape is checked too.
-    'POST /internal/v1/submissions/claim': () => as(f.service, { body: { worker_id: f.workerId, capacity: { cpu: 4, memory_mib: 8192, gpu: 0 }, limit: 1 } }),
-    'POST /internal/v1/submissions/{id}/running': () => as(f.service, { params: sub, body: { worker_id: f.workerId, provisioning_data: { host: 'h' } } }),
-    'POST /internal/v1/submissions/{id}/heartbeat': () => as(f.service, { params: sub, body: { worker_id: f.workerId, runtime_data: { cpu_s: 1 } } }),
-    'POST /internal/v1/submissions/{id}/complete': () => as(f.service, { params: sub, body: { worker_id: f.workerId, status: 'done', termination_reason: 'done_by_runner', exit_status: 0 } }),
-    'GET /api/v1/projects/{project}/billing': () => as(f.owner, { params: { project: f.project }, query: { from: today, to: today, group_by: 'user,day,resource' } }),
+    'POST /internal/v1/submissions/claim': () =>
+      as(f.service, { body: { worker_id: f.workerId, capacity: { cpu: 4, memory_mib: 8192, gpu: 0 }, limit: 1 } }),
+    'POST /internal/v1/submissions/{id}/running': () =>
+      as(f.service, { params: sub, body: { worker_id: f.workerId, provisioning_data: { host: 'h' } } }),
+    'POST /internal/v1/submissions/{id}/heartbeat': () =>
+      as(f.service, { params: sub, body: { worker_id: f.workerId, runtime_data: { cpu_s: 1 } } }),
+    'POST /internal/v1/submissions/{id}/complete': () =>
+      as(f.service, {
+        params: sub,
+        body: { worker_id: f.workerId, status: 'done', termination_reason: 'done_by_runner', exit_status: 0 },
+      }),
+    'GET /api/v1/projects/{project}/billing': () =>
+      as(f.owner, { params: { project: f.project }, query: { from: today, to: today, group_by: 'user,day,resource' } }),
     'GET /api/v1/projects/{project}/runs/{runId}/cost': () => as(f.owner, { params: run }),
     'GET /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/cost': () => as(f.owner, { params: group }),
     'POST /admin/v1/maintenance/cleanup': () => as(f.admin),

@@ -109,7 +109,13 @@ async function giveHistory(t: TestApp, jobId: string, subs: SubmissionInput[]): 
          FROM jobs j, unnest($3::int[], $4::text[], $5::text[]) AS v(num, status, reason)
         WHERE j.id = $1
        RETURNING id, submission_num`,
-      [jobId, new Date(SUBMISSIONS_BASE).toISOString(), rows.map((r) => r.num), rows.map((r) => r.status), rows.map((r) => r.reason)],
+      [
+        jobId,
+        new Date(SUBMISSIONS_BASE).toISOString(),
+        rows.map((r) => r.num),
+        rows.map((r) => r.status),
+        rows.map((r) => r.reason),
+      ],
     );
     if (inserted.length !== rows.length) throw new Error(`job ${jobId} not found`);
     await pointFactsAtNewest(m, [jobId]);
@@ -142,7 +148,12 @@ function seriesNums(to: number, gap?: { mod: number; rem: number }): number[] {
  * Deep histories in one statement (generate_series) for many jobs: keeps submission 0 (made `failed`), adds
  * 1..to except n % mod = rem; the newest (`to`, which must be kept) is `running`.
  */
-async function seriesHistory(t: TestApp, jobIds: string[], to: number, gap?: { mod: number; rem: number }): Promise<void> {
+async function seriesHistory(
+  t: TestApp,
+  jobIds: string[],
+  to: number,
+  gap?: { mod: number; rem: number },
+): Promise<void> {
   if (gap && to % gap.mod === gap.rem) throw new Error('the newest submission must exist');
   await t.dataSource.transaction(async (m) => {
     await m.query(
@@ -197,13 +208,19 @@ function expectedSubmission(jobId: string, s: WrittenSubmission): Omit<Submissio
 // Helpers: runs and HTTP
 
 async function setSubmittedAt(t: TestApp, times: [runId: string, iso: string][]): Promise<void> {
-  await t.dataSource.query(`UPDATE runs r SET submitted_at = v.at FROM unnest($1::uuid[], $2::timestamptz[]) AS v(id, at) WHERE r.id = v.id`, [
-    times.map(([id]) => id),
-    times.map(([, at]) => at),
-  ]);
+  await t.dataSource.query(
+    `UPDATE runs r SET submitted_at = v.at FROM unnest($1::uuid[], $2::timestamptz[]) AS v(id, at) WHERE r.id = v.id`,
+    [times.map(([id]) => id), times.map(([, at]) => at)],
+  );
 }
 
-async function setRunStatus(t: TestApp, runId: string, status: string, statusMessage: string | null = null, reason: string | null = null): Promise<void> {
+async function setRunStatus(
+  t: TestApp,
+  runId: string,
+  status: string,
+  statusMessage: string | null = null,
+  reason: string | null = null,
+): Promise<void> {
   await t.dataSource.query(
     `UPDATE runs SET status = $2::varchar, status_message = $3, termination_reason = $4,
             finished_at = CASE WHEN $2::varchar IN ('done', 'failed', 'terminated') THEN now() END
@@ -214,7 +231,10 @@ async function setRunStatus(t: TestApp, runId: string, status: string, statusMes
 
 /** (submitted_at, id) of runs as stored, for computing the expected order independently of the endpoint. */
 async function keysOf(t: TestApp, runIds: string[]): Promise<{ id: string; at: string }[]> {
-  const rows: { id: string; submitted_at: Date }[] = await t.dataSource.query(`SELECT id, submitted_at FROM runs WHERE id = ANY($1::uuid[])`, [runIds]);
+  const rows: { id: string; submitted_at: Date }[] = await t.dataSource.query(
+    `SELECT id, submitted_at FROM runs WHERE id = ANY($1::uuid[])`,
+    [runIds],
+  );
   return rows.map((r) => ({ id: r.id, at: r.submitted_at.toISOString() }));
 }
 
@@ -230,7 +250,8 @@ function sortKeys(keys: { id: string; at: string }[], ascending: boolean): strin
 
 async function list(t: TestApp, user: TestUser, url: string, query: Query = {}): Promise<Page> {
   const res = await t.http.get(url).set(user.auth).query(query);
-  if (res.status !== 200) throw new Error(`GET ${url} ${JSON.stringify(query)}: ${res.status} ${JSON.stringify(res.body)}`);
+  if (res.status !== 200)
+    throw new Error(`GET ${url} ${JSON.stringify(query)}: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body as Page;
 }
 
@@ -270,7 +291,10 @@ async function makeRuns(t: TestApp, user: TestUser, project: string, n: number, 
 }
 
 async function stopRun(t: TestApp, user: TestUser, project: string, runId: string): Promise<void> {
-  const res = await t.http.post(`${projectRuns(project)}/${runId}/stop`).set(user.auth).send({});
+  const res = await t.http
+    .post(`${projectRuns(project)}/${runId}/stop`)
+    .set(user.auth)
+    .send({});
   if (res.status !== 200) throw new Error(`stop failed: ${res.status} ${JSON.stringify(res.body)}`);
   expect(res.body.status).toBe('terminated');
 }
@@ -296,18 +320,27 @@ interface Measured {
 type QueryFn = (this: unknown, ...args: unknown[]) => unknown;
 
 async function measure(t: TestApp, fn: () => Promise<unknown>): Promise<Measured> {
-  const pgClientProto = (t.dataSource.driver as unknown as { postgres: { Client: { prototype: { query: QueryFn } } } }).postgres.Client.prototype;
+  const pgClientProto = (t.dataSource.driver as unknown as { postgres: { Client: { prototype: { query: QueryFn } } } })
+    .postgres.Client.prototype;
   const original = pgClientProto.query;
   const out: Measured = { client: 0, runner: 0, viaDataSource: 0, viaManager: 0, rows: 0, sql: [], statements: [] };
   const pending: Promise<unknown>[] = [];
   const clientSpy = jest.spyOn(pgClientProto, 'query').mockImplementation(function (this: unknown, ...args: unknown[]) {
     const first = args[0] as string | { text?: string; values?: unknown[] } | undefined;
     const text = typeof first === 'string' ? first : (first?.text ?? '<query object>');
-    const params = Array.isArray(args[1]) ? (args[1] as unknown[]) : typeof first === 'object' && Array.isArray(first.values) ? first.values : [];
+    const params = Array.isArray(args[1])
+      ? (args[1] as unknown[])
+      : typeof first === 'object' && Array.isArray(first.values)
+        ? first.values
+        : [];
     out.sql.push(text);
     out.statements.push({ sql: text, params });
     const result = original.apply(this, args);
-    if (result && typeof (result as { on?: unknown }).on === 'function' && typeof (result as Promise<unknown>).then !== 'function') {
+    if (
+      result &&
+      typeof (result as { on?: unknown }).on === 'function' &&
+      typeof (result as Promise<unknown>).then !== 'function'
+    ) {
       // A submitted Query whose rows are streamed (forEachRow): count them as they go by.
       const streamed = result as { on: (event: string, fn: (...a: unknown[]) => void) => void };
       pending.push(
@@ -367,7 +400,11 @@ async function submissionRowsVisited(t: TestApp, m: Measured): Promise<{ visited
   const walkPlan = (node: PlanNode) => {
     if (node['Relation Name'] === 'job_submissions') {
       const loops = node['Actual Loops'] ?? 1;
-      visited += ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) * loops;
+      visited +=
+        ((node['Actual Rows'] ?? 0) +
+          (node['Rows Removed by Filter'] ?? 0) +
+          (node['Rows Removed by Index Recheck'] ?? 0)) *
+        loops;
     }
     for (const child of node.Plans ?? []) walkPlan(child);
   };
@@ -375,7 +412,9 @@ async function submissionRowsVisited(t: TestApp, m: Measured): Promise<{ visited
     if (!/job_submissions/i.test(st.sql)) continue;
     statements++;
     const [row] = await t.dataSource.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`, st.params);
-    const plan = (typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN']) as { Plan: PlanNode }[];
+    const plan = (typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN']) as {
+      Plan: PlanNode;
+    }[];
     walkPlan(plan[0].Plan);
   }
   return { visited, statements };
@@ -449,9 +488,18 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         // latest_job_submission is the newest submission, in full
         expect(job.latest_job_submission).toEqual(job.job_submissions[job.job_submissions.length - 1]);
         expect(job.latest_job_submission!.submission_num).toBe(9);
-        expect(job).toMatchObject({ job_num: 0, replica_num: 0, status: 'running', termination_reason: null, submission_count: 10, cancelled_job_group_id: null });
+        expect(job).toMatchObject({
+          job_num: 0,
+          replica_num: 0,
+          status: 'running',
+          termination_reason: null,
+          submission_count: 10,
+          cancelled_job_group_id: null,
+        });
         // the other job of the run is not disturbed by its neighbour's history
-        expect(untouched.job_submissions.map((s) => [s.id, s.submission_num, s.status])).toEqual([[untouchedSubId, 0, 'submitted']]);
+        expect(untouched.job_submissions.map((s) => [s.id, s.submission_num, s.status])).toEqual([
+          [untouchedSubId, 0, 'submitted'],
+        ]);
         expect(untouched.latest_job_submission?.id).toBe(untouchedSubId);
         expect(untouched).toMatchObject({ job_num: 1, status: 'submitted', submission_count: 1 });
       }
@@ -460,7 +508,9 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
     it('matches the table: the same ids as the newest N rows read straight from job_submissions', async () => {
       for (const n of [1, 3, 4, 6]) {
         const run = await onlyRun({ job_submissions_limit: n });
-        expect(run.jobs[0].job_submissions.map((s) => ({ id: s.id, num: s.submission_num }))).toEqual(await newestInDb(t, gappy.jobId, n));
+        expect(run.jobs[0].job_submissions.map((s) => ({ id: s.id, num: s.submission_num }))).toEqual(
+          await newestInDb(t, gappy.jobId, n),
+        );
       }
     });
 
@@ -479,11 +529,17 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         expect(job.submission_count).toBe(21);
         const explicit = await list(t, owner, projectRuns(project), { limit: 1, job_submissions_limit: 10 });
         expect(explicit.items[0].jobs[0].job_submissions).toEqual(job.job_submissions);
-        const one = await t.http.get(`${projectRuns(project)}/${run.id}`).set(owner.auth).expect(200);
+        const one = await t.http
+          .get(`${projectRuns(project)}/${run.id}`)
+          .set(owner.auth)
+          .expect(200);
         expect(nums(one.body.jobs[0])).toEqual(history);
       } finally {
         await stopRun(t, owner, project, run.id);
-        await t.http.delete(`${projectRuns(project)}/${run.id}`).set(owner.auth).expect(204);
+        await t.http
+          .delete(`${projectRuns(project)}/${run.id}`)
+          .set(owner.auth)
+          .expect(204);
       }
     });
 
@@ -492,16 +548,32 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       try {
         for (const url of [projectRuns(project), ALL_RUNS]) {
           const run = await onlyRun({ job_submissions_limit: 0 }, url);
-          expect(run).toMatchObject({ id: runId, status: 'running', status_message: 'retrying', termination_reason: null, project, user: owner.name });
+          expect(run).toMatchObject({
+            id: runId,
+            status: 'running',
+            status_message: 'retrying',
+            termination_reason: null,
+            project,
+            user: owner.name,
+          });
           expect(run.jobs.map((j) => j.id)).toEqual([gappy.jobId, untouchedJobId]);
           for (const j of run.jobs) expect(j.job_submissions).toEqual([]);
           const newest = gappy.written[gappy.written.length - 1];
-          expect({ ...run.jobs[0].latest_job_submission, cost_usd: undefined }).toEqual({ ...expectedSubmission(gappy.jobId, newest), cost_usd: undefined });
+          expect({ ...run.jobs[0].latest_job_submission, cost_usd: undefined }).toEqual({
+            ...expectedSubmission(gappy.jobId, newest),
+            cost_usd: undefined,
+          });
           expect(run.jobs[0]).toMatchObject({ status: 'running', submission_count: 10 });
-          expect(run.jobs[1].latest_job_submission).toMatchObject({ id: untouchedSubId, submission_num: 0, status: 'submitted' });
+          expect(run.jobs[1].latest_job_submission).toMatchObject({
+            id: untouchedSubId,
+            submission_num: 0,
+            status: 'submitted',
+          });
           // the same latest_job_submission as with N=1
           const withOne = await onlyRun({ job_submissions_limit: 1 }, url);
-          expect(run.jobs.map((j) => j.latest_job_submission)).toEqual(withOne.jobs.map((j) => j.latest_job_submission));
+          expect(run.jobs.map((j) => j.latest_job_submission)).toEqual(
+            withOne.jobs.map((j) => j.latest_job_submission),
+          );
         }
       } finally {
         await setRunStatus(t, runId, 'submitted');
@@ -512,9 +584,20 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       await setRunStatus(t, runId, 'pending', 'retrying');
       try {
         for (const url of [projectRuns(project), ALL_RUNS]) {
-          for (const query of [{ include_jobs: false }, { include_jobs: 'false', job_submissions_limit: 5 }] as Query[]) {
+          for (const query of [
+            { include_jobs: false },
+            { include_jobs: 'false', job_submissions_limit: 5 },
+          ] as Query[]) {
             const run = await onlyRun(query, url);
-            expect(run).toMatchObject({ id: runId, status: 'pending', status_message: 'retrying', termination_reason: null, project, user: owner.name, jobs: [] });
+            expect(run).toMatchObject({
+              id: runId,
+              status: 'pending',
+              status_message: 'retrying',
+              termination_reason: null,
+              project,
+              user: owner.name,
+              jobs: [],
+            });
           }
           const explicit = await onlyRun({ include_jobs: true }, url);
           const implicit = await onlyRun({}, url);
@@ -527,7 +610,12 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
     });
 
     it('multi-replica runs: every (job_num, replica_num) gets its own newest N', async () => {
-      const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec(), replicas: 2 }, { spec: jobSpec(), replicas: 2 }] });
+      const run = await makeRun(t, owner, project, {
+        jobs: [
+          { spec: jobSpec(), replicas: 2 },
+          { spec: jobSpec(), replicas: 2 },
+        ],
+      });
       expect(run.jobs.map((j) => [j.job_num, j.replica_num])).toEqual([
         [0, 0],
         [0, 1],
@@ -541,7 +629,8 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         [run.jobs[3].id]: [4, 7], // submission 0 gone: history may start above 0
       };
       const written = new Map<string, WrittenSubmission[]>();
-      for (const [jobId, h] of Object.entries(histories)) written.set(jobId, h.length === 1 && h[0] === 0 ? [] : await giveHistory(t, jobId, h));
+      for (const [jobId, h] of Object.entries(histories))
+        written.set(jobId, h.length === 1 && h[0] === 0 ? [] : await giveHistory(t, jobId, h));
       try {
         for (const n of [1, 2, 3, 4, 10]) {
           const page = await list(t, owner, projectRuns(project), { limit: 1, job_submissions_limit: n });
@@ -563,18 +652,25 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
             if (own.length > 0) {
               const ownIds = new Set(own.map((s) => s.id));
               for (const s of j.job_submissions) expect(ownIds.has(s.id)).toBe(true);
-              expect(j.job_submissions.map((s) => s.runtime_data)).toEqual(h.slice(-n).map((num) => ({ job: j.id, num })));
+              expect(j.job_submissions.map((s) => s.runtime_data)).toEqual(
+                h.slice(-n).map((num) => ({ job: j.id, num })),
+              );
             }
           }
         }
       } finally {
         await stopRun(t, owner, project, run.id);
-        await t.http.delete(`${projectRuns(project)}/${run.id}`).set(owner.auth).expect(204);
+        await t.http
+          .delete(`${projectRuns(project)}/${run.id}`)
+          .set(owner.auth)
+          .expect(204);
       }
     });
 
     it('deep histories (300 and 250 submissions) return exactly the right newest rows', async () => {
-      const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }, { spec: jobSpec() }, { spec: jobSpec() }] });
+      const run = await makeRun(t, owner, project, {
+        jobs: [{ spec: jobSpec() }, { spec: jobSpec() }, { spec: jobSpec() }],
+      });
       const [deep, contiguous] = run.jobs.map((j) => j.id); // the third job keeps one submission
       const gap = { mod: 3, rem: 1 };
       await seriesHistory(t, [deep], 449, gap);
@@ -582,7 +678,10 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       const deepNums = seriesNums(449, gap);
       const contiguousNums = seriesNums(249);
       expect(deepNums).toHaveLength(300);
-      const [{ n: stored }] = await t.dataSource.query('SELECT count(*)::int AS n FROM job_submissions WHERE job_id = $1', [deep]);
+      const [{ n: stored }] = await t.dataSource.query(
+        'SELECT count(*)::int AS n FROM job_submissions WHERE job_id = $1',
+        [deep],
+      );
       expect(stored).toBe(300);
       try {
         for (const n of [1, 2, 10, 37, 100, undefined]) {
@@ -595,13 +694,31 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
           expect(nums(d)).toEqual(deepNums.slice(-expectedN));
           expect(nums(c)).toEqual(contiguousNums.slice(-expectedN));
           expect(nums(s)).toEqual([0]);
-          expect(d.job_submissions.map((x) => ({ id: x.id, num: x.submission_num }))).toEqual(await newestInDb(t, deep, expectedN));
-          expect(c.job_submissions.map((x) => ({ id: x.id, num: x.submission_num }))).toEqual(await newestInDb(t, contiguous, expectedN));
-          expect(d).toMatchObject({ status: 'running', submission_count: 450, latest_job_submission: { submission_num: 449, status: 'running' } });
-          expect(c).toMatchObject({ status: 'running', submission_count: 250, latest_job_submission: { submission_num: 249, status: 'running' } });
-          for (const x of d.job_submissions.slice(0, -1)) expect(x).toMatchObject({ status: 'failed', termination_reason: 'interrupted_by_no_capacity' });
-          for (const x of d.job_submissions.filter((y) => y.submission_num > 0)) expect(x.submitted_at).toBe(submittedAtOf(x.submission_num));
-          expect(d.job_submissions[d.job_submissions.length - 1]).toMatchObject({ status: 'running', termination_reason: null, runtime_data: { job: deep, num: 449 } });
+          expect(d.job_submissions.map((x) => ({ id: x.id, num: x.submission_num }))).toEqual(
+            await newestInDb(t, deep, expectedN),
+          );
+          expect(c.job_submissions.map((x) => ({ id: x.id, num: x.submission_num }))).toEqual(
+            await newestInDb(t, contiguous, expectedN),
+          );
+          expect(d).toMatchObject({
+            status: 'running',
+            submission_count: 450,
+            latest_job_submission: { submission_num: 449, status: 'running' },
+          });
+          expect(c).toMatchObject({
+            status: 'running',
+            submission_count: 250,
+            latest_job_submission: { submission_num: 249, status: 'running' },
+          });
+          for (const x of d.job_submissions.slice(0, -1))
+            expect(x).toMatchObject({ status: 'failed', termination_reason: 'interrupted_by_no_capacity' });
+          for (const x of d.job_submissions.filter((y) => y.submission_num > 0))
+            expect(x.submitted_at).toBe(submittedAtOf(x.submission_num));
+          expect(d.job_submissions[d.job_submissions.length - 1]).toMatchObject({
+            status: 'running',
+            termination_reason: null,
+            runtime_data: { job: deep, num: 449 },
+          });
         }
         const none = (await list(t, owner, projectRuns(project), { limit: 1, job_submissions_limit: 0 })).items[0];
         expect(none.jobs.map((j) => [j.job_submissions.length, j.latest_job_submission?.submission_num])).toEqual([
@@ -611,7 +728,10 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         ]);
       } finally {
         await stopRun(t, owner, project, run.id);
-        await t.http.delete(`${projectRuns(project)}/${run.id}`).set(owner.auth).expect(204);
+        await t.http
+          .delete(`${projectRuns(project)}/${run.id}`)
+          .set(owner.auth)
+          .expect(204);
       }
     });
   });
@@ -640,7 +760,10 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       const ids = await makeRuns(t, owner, project, TIMES.length);
       // assign times in a shuffled order so creation order does not line up with list order
       const order = [4, 0, 8, 2, 6, 1, 7, 3, 5];
-      await setSubmittedAt(t, ids.map((id, i) => [id, TIMES[order[i]]]));
+      await setSubmittedAt(
+        t,
+        ids.map((id, i) => [id, TIMES[order[i]]]),
+      );
       keys = await keysOf(t, ids);
     });
 
@@ -673,16 +796,19 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       [2, true],
       [3, true],
       [4, true],
-    ])('walks every page with limit=%i (ascending=%s): no skips, no repeats, ties split across pages', async (limit, ascending) => {
-      for (const url of [projectRuns(project), ALL_RUNS]) {
-        const { ids, sizes, pages } = await walk(t, owner, url, { limit, ascending, include_jobs: false });
-        expect(ids).toEqual(sortKeys(keys, ascending));
-        const full = Math.floor(keys.length / limit);
-        const rest = keys.length % limit;
-        expect(sizes).toEqual([...Array(full).fill(limit), ...(rest ? [rest] : [])]);
-        expect(pages[pages.length - 1].next_cursor).toBeNull();
-      }
-    });
+    ])(
+      'walks every page with limit=%i (ascending=%s): no skips, no repeats, ties split across pages',
+      async (limit, ascending) => {
+        for (const url of [projectRuns(project), ALL_RUNS]) {
+          const { ids, sizes, pages } = await walk(t, owner, url, { limit, ascending, include_jobs: false });
+          expect(ids).toEqual(sortKeys(keys, ascending));
+          const full = Math.floor(keys.length / limit);
+          const rest = keys.length % limit;
+          expect(sizes).toEqual([...Array(full).fill(limit), ...(rest ? [rest] : [])]);
+          expect(pages[pages.length - 1].next_cursor).toBeNull();
+        }
+      },
+    );
 
     it('limit equal to the number of runs gives one page and next_cursor null; limit=100 too', async () => {
       for (const limit of [9, 100]) {
@@ -693,15 +819,27 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       const eight = await list(t, owner, projectRuns(project), { limit: 8, include_jobs: false });
       expect(eight.items).toHaveLength(8);
       expect(eight.next_cursor).not.toBeNull();
-      const last = await list(t, owner, projectRuns(project), { limit: 8, include_jobs: false, cursor: eight.next_cursor! });
+      const last = await list(t, owner, projectRuns(project), {
+        limit: 8,
+        include_jobs: false,
+        cursor: eight.next_cursor!,
+      });
       expect(last.items.map((r) => r.id)).toEqual([sortKeys(keys, false)[8]]);
       expect(last.next_cursor).toBeNull();
     });
 
     it('a cursor is stateless: the same cursor gives the same page again', async () => {
       const first = await list(t, owner, projectRuns(project), { limit: 2, include_jobs: false });
-      const a = await list(t, owner, projectRuns(project), { limit: 2, include_jobs: false, cursor: first.next_cursor! });
-      const b = await list(t, owner, projectRuns(project), { limit: 2, include_jobs: false, cursor: first.next_cursor! });
+      const a = await list(t, owner, projectRuns(project), {
+        limit: 2,
+        include_jobs: false,
+        cursor: first.next_cursor!,
+      });
+      const b = await list(t, owner, projectRuns(project), {
+        limit: 2,
+        include_jobs: false,
+        cursor: first.next_cursor!,
+      });
       expect(b).toEqual(a);
       expect(a.items.map((r) => r.id)).toEqual(sortKeys(keys, false).slice(2, 4));
     });
@@ -760,7 +898,11 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         for (let i = 0; i < 100; i++) {
           const query: Query = { limit: 2, ascending, include_jobs: false };
           if (cursor) query.cursor = cursor;
-          const [page] = await Promise.all([list(t, user, projectRuns(p), query), makeRun(t, user, p), makeRun(t, user, p)]);
+          const [page] = await Promise.all([
+            list(t, user, projectRuns(p), query),
+            makeRun(t, user, p),
+            makeRun(t, user, p),
+          ]);
           seen.push(...page.items.map((r) => r.id));
           if (page.next_cursor === null) break;
           cursor = page.next_cursor;
@@ -788,7 +930,10 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         const nextFirst = ordered[2];
         for (const id of [cursorRun, nextFirst]) {
           await stopRun(t, user, p, id);
-          await t.http.delete(`${projectRuns(p)}/${id}`).set(user.auth).expect(204);
+          await t.http
+            .delete(`${projectRuns(p)}/${id}`)
+            .set(user.auth)
+            .expect(204);
           deleted.push(id);
         }
       });
@@ -851,7 +996,9 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
     it('no filter lists all seven runs with their stored status', async () => {
       const page = await list(t, owner, projectRuns(project), { include_jobs: false });
       expect(page.items.map((x) => x.id)).toEqual(allDesc);
-      const statusOf = new Map(page.items.map((x) => [x.id, [x.status, x.status_message, x.termination_reason, x.user]]));
+      const statusOf = new Map(
+        page.items.map((x) => [x.id, [x.status, x.status_message, x.termination_reason, x.user]]),
+      );
       expect(statusOf.get(r.submitted)).toEqual(['submitted', null, null, owner.name]);
       expect(statusOf.get(r.stopped)).toEqual(['terminated', null, 'stopped_by_user', owner.name]);
       expect(statusOf.get(r.done)).toEqual(['done', null, 'all_jobs_done', member.name]);
@@ -889,13 +1036,15 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
 
     it('only_active=true excludes finished runs (terminated, done, failed); only_active=false does not filter', async () => {
       expect(await ids({ only_active: true })).toEqual(only('submitted', 'running', 'pending', 'terminating'));
-      expect(await ids({ only_active: true }, ALL_RUNS)).toEqual(only('submitted', 'running', 'pending', 'terminating'));
+      expect(await ids({ only_active: true }, ALL_RUNS)).toEqual(
+        only('submitted', 'running', 'pending', 'terminating'),
+      );
       expect(await ids({ only_active: false })).toEqual(allDesc);
       expect(await ids({ only_active: true, status: 'done' })).toEqual([]);
       expect(await ids({ only_active: true, status: 'running,done,terminated' })).toEqual(only('running'));
     });
 
-    it('user=<name> lists that user\'s runs only; an unknown user gives an empty list', async () => {
+    it("user=<name> lists that user's runs only; an unknown user gives an empty list", async () => {
       expect(await ids({ user: member.name })).toEqual(only('done', 'failed', 'pending'));
       expect(await ids({ user: owner.name })).toEqual(only('submitted', 'stopped', 'running', 'terminating'));
       expect(await ids({ user: member.name }, ALL_RUNS, member)).toEqual(only('done', 'failed', 'pending'));
@@ -911,10 +1060,19 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
     });
 
     it('filters paginate: walking status=terminated,done,failed with limit=1', async () => {
-      const { ids: walked, sizes } = await walk(t, owner, projectRuns(project), { limit: 1, status: 'terminated,done,failed', include_jobs: false });
+      const { ids: walked, sizes } = await walk(t, owner, projectRuns(project), {
+        limit: 1,
+        status: 'terminated,done,failed',
+        include_jobs: false,
+      });
       expect(walked).toEqual(only('stopped', 'done', 'failed'));
       expect(sizes).toEqual([1, 1, 1]);
-      const asc = await walk(t, owner, projectRuns(project), { limit: 2, ascending: true, user: member.name, include_jobs: false });
+      const asc = await walk(t, owner, projectRuns(project), {
+        limit: 2,
+        ascending: true,
+        user: member.name,
+        include_jobs: false,
+      });
       expect(asc.ids).toEqual([...only('done', 'failed', 'pending')].reverse());
     });
   });
@@ -960,8 +1118,15 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       expect((await list(t, u1, ALL_RUNS, { user: u3.name })).items).toEqual([]);
     });
 
-    it('another project\'s runs never appear, even with jobs and filters', async () => {
-      for (const query of [{}, { only_active: true }, { status: 'submitted' }, { job_submissions_limit: 0 }, { include_jobs: false }, { ascending: true }] as Query[]) {
+    it("another project's runs never appear, even with jobs and filters", async () => {
+      for (const query of [
+        {},
+        { only_active: true },
+        { status: 'submitted' },
+        { job_submissions_limit: 0 },
+        { include_jobs: false },
+        { ascending: true },
+      ] as Query[]) {
         const page = await list(t, u3, ALL_RUNS, { limit: 100, ...query });
         expect(page.items.map((x) => x.id).sort()).toEqual([...runs3].sort());
       }
@@ -977,14 +1142,17 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       expect(res.body.code).toBe('FORBIDDEN');
       expect(res.body.message).not.toContain(runs3[0]);
       await t.http.get(projectRuns(p1)).set(u3.auth).query({ limit: 5, status: 'submitted' }).expect(403);
-      const missing = await t.http.get(projectRuns(uniqueName('no-such-project'))).set(u1.auth).expect(404);
+      const missing = await t.http
+        .get(projectRuns(uniqueName('no-such-project')))
+        .set(u1.auth)
+        .expect(404);
       expect(missing.body.code).toBe('NOT_FOUND');
       // the member's own view of that project works
       const own = await list(t, u1, projectRuns(p2), { include_jobs: false });
       expect(own.items.map((x) => x.id)).toEqual(sortKeys(await keysOf(t, runs2), false));
     });
 
-    it('losing membership removes the project\'s runs from GET /runs at once', async () => {
+    it("losing membership removes the project's runs from GET /runs at once", async () => {
       const p = (await makeProject(t, u2)).name;
       await setMembers(t, u2, p, [
         { user: u2.name, role: 'admin' },
@@ -999,13 +1167,24 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       await t.http.get(projectRuns(p)).set(u3.auth).expect(403);
     });
 
-    it('a global admin sees runs of all projects, and any project\'s list', async () => {
+    it("a global admin sees runs of all projects, and any project's list", async () => {
       const admin = await t.user('admin');
       for (const user of [u1, u2, u3]) {
         const page = await list(t, admin, ALL_RUNS, { user: user.name, limit: 100 });
-        const own: { id: string }[] = await t.dataSource.query('SELECT id FROM runs WHERE user_id = $1 AND NOT deleted', [user.id]);
+        const own: { id: string }[] = await t.dataSource.query(
+          'SELECT id FROM runs WHERE user_id = $1 AND NOT deleted',
+          [user.id],
+        );
         expect(own.length).toBeGreaterThanOrEqual(2);
-        expect(page.items.map((x) => x.id)).toEqual(sortKeys(await keysOf(t, own.map((x) => x.id)), false));
+        expect(page.items.map((x) => x.id)).toEqual(
+          sortKeys(
+            await keysOf(
+              t,
+              own.map((x) => x.id),
+            ),
+            false,
+          ),
+        );
         expect(page.items.every((x) => x.user === user.name)).toBe(true);
       }
       const u3page = await list(t, admin, ALL_RUNS, { user: u3.name, limit: 100 });
@@ -1015,8 +1194,15 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       expect(new Set(u1runs.items.map((x) => x.project))).toEqual(new Set([p1, p2]));
       // unfiltered, everything in the database (not deleted), all pages
       const everything = await walk(t, admin, ALL_RUNS, { limit: 100, include_jobs: false });
-      const rows: { id: string; submitted_at: Date }[] = await t.dataSource.query('SELECT id, submitted_at FROM runs WHERE NOT deleted');
-      expect(everything.ids).toEqual(sortKeys(rows.map((x) => ({ id: x.id, at: x.submitted_at.toISOString() })), false));
+      const rows: { id: string; submitted_at: Date }[] = await t.dataSource.query(
+        'SELECT id, submitted_at FROM runs WHERE NOT deleted',
+      );
+      expect(everything.ids).toEqual(
+        sortKeys(
+          rows.map((x) => ({ id: x.id, at: x.submitted_at.toISOString() })),
+          false,
+        ),
+      );
       for (const id of [...runs1, ...runs2, ...runs3]) expect(everything.ids).toContain(id);
       // an admin who is a member of none of them still reads each project's list
       for (const [p, runIds] of [
@@ -1074,7 +1260,13 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       [{ offset: 10 }, 'offset'],
     ];
 
-    it.each(BAD_QUERIES.map(([query, field]): [string, Query, string] => [`${JSON.stringify(query).slice(0, 60)} (naming ${field})`, query, field]))('%s is 400 VALIDATION_FAILED', async (_label, query, field) => {
+    it.each(
+      BAD_QUERIES.map(([query, field]): [string, Query, string] => [
+        `${JSON.stringify(query).slice(0, 60)} (naming ${field})`,
+        query,
+        field,
+      ]),
+    )('%s is 400 VALIDATION_FAILED', async (_label, query, field) => {
       for (const url of [projectRuns(project), ALL_RUNS]) {
         const res = await t.http.get(url).set(owner.auth).query(query);
         expect({ url, query, status: res.status }).toEqual({ url, query, status: 400 });
@@ -1085,7 +1277,12 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
     });
 
     it('repeated parameters are 400, not 500', async () => {
-      for (const qs of ['limit=2&limit=3', 'job_submissions_limit=1&job_submissions_limit=2', 'status=done&status=failed', 'ascending=true&ascending=false']) {
+      for (const qs of [
+        'limit=2&limit=3',
+        'job_submissions_limit=1&job_submissions_limit=2',
+        'status=done&status=failed',
+        'ascending=true&ascending=false',
+      ]) {
         const res = await t.http.get(`${projectRuns(project)}?${qs}`).set(owner.auth);
         expect({ qs, status: res.status }).toEqual({ qs, status: 400 });
         expect(res.body.code).toBe('VALIDATION_FAILED');
@@ -1137,10 +1334,14 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
     let p20: string;
     let pDeep: string;
     const SHALLOW_GAP = { mod: 4, rem: 3 };
-    const body: RunBody = { jobs: [{ spec: jobSpec(), replicas: 2 }, { spec: jobSpec() }, { spec: jobSpec(), replicas: 2 }] }; // 5 jobs
+    const body: RunBody = {
+      jobs: [{ spec: jobSpec(), replicas: 2 }, { spec: jobSpec() }, { spec: jobSpec(), replicas: 2 }],
+    }; // 5 jobs
 
     const jobIdsOf = async (runIds: string[]): Promise<string[]> =>
-      (await t.dataSource.query('SELECT id FROM jobs WHERE run_id = ANY($1::uuid[])', [runIds])).map((x: { id: string }) => x.id);
+      (await t.dataSource.query('SELECT id FROM jobs WHERE run_id = ANY($1::uuid[])', [runIds])).map(
+        (x: { id: string }) => x.id,
+      );
 
     beforeAll(async () => {
       owner2 = await t.user();
@@ -1167,57 +1368,74 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       ['N omitted (10)', {}],
       ['N=0', { job_submissions_limit: 0 }],
       ['include_jobs=false', { include_jobs: false }],
-      ['filtered, ascending', { job_submissions_limit: 3, ascending: true, status: 'submitted,terminated', only_active: false }],
+      [
+        'filtered, ascending',
+        { job_submissions_limit: 3, ascending: true, status: 'submitted,terminated', only_active: false },
+      ],
     ];
 
-    it.each(cases)('%s: a page of 2 runs and a page of 20 runs cost the same number of statements', async (_label, query) => {
-      const results: { group: string; label: string; measured: Measured; page: Page }[] = [];
-      for (const [group, label, user, url, q] of [
-        ['project', '2 runs', owner2, projectRuns(p2), {}],
-        ['project', '20 runs', owner20, projectRuns(p20), {}],
-        ['project', '2 runs, deep histories', ownerDeep, projectRuns(pDeep), {}],
-        ['all', '2 runs', owner2, ALL_RUNS, {}],
-        ['all', '20 runs', owner20, ALL_RUNS, {}],
-        ['all', '2 runs, deep histories', ownerDeep, ALL_RUNS, {}],
-        ['all by user', '2 runs', owner2, ALL_RUNS, { user: owner2.name }],
-        ['all by user', '20 runs', owner20, ALL_RUNS, { user: owner20.name }],
-      ] as const) {
-        let page: Page | undefined;
-        const measured = await measure(t, async () => {
-          page = await list(t, user, url, { limit: 20, ...query, ...q });
-        });
-        results.push({ group, label, measured, page: page! });
-      }
-      const [small, big] = results;
-      for (const r of results) expect({ label: `${r.group}, ${r.label}`, n: r.page.items.length }).toEqual({ label: `${r.group}, ${r.label}`, n: r.label.startsWith('20') ? 20 : 2 });
-      expect(small.page.items).toHaveLength(2);
-      expect(big.page.items).toHaveLength(20);
-      if (query.include_jobs === false) {
-        for (const r of big.page.items) expect(r.jobs).toEqual([]);
-      } else {
-        const n = (query.job_submissions_limit as number | undefined) ?? 10;
-        for (const r of big.page.items) {
-          expect(r.jobs).toHaveLength(5);
-          for (const j of r.jobs) {
-            expect(nums(j)).toEqual(n === 0 ? [] : seriesNums(14, SHALLOW_GAP).slice(-n));
-            expect(j.latest_job_submission?.submission_num).toBe(14);
+    it.each(cases)(
+      '%s: a page of 2 runs and a page of 20 runs cost the same number of statements',
+      async (_label, query) => {
+        const results: { group: string; label: string; measured: Measured; page: Page }[] = [];
+        for (const [group, label, user, url, q] of [
+          ['project', '2 runs', owner2, projectRuns(p2), {}],
+          ['project', '20 runs', owner20, projectRuns(p20), {}],
+          ['project', '2 runs, deep histories', ownerDeep, projectRuns(pDeep), {}],
+          ['all', '2 runs', owner2, ALL_RUNS, {}],
+          ['all', '20 runs', owner20, ALL_RUNS, {}],
+          ['all', '2 runs, deep histories', ownerDeep, ALL_RUNS, {}],
+          ['all by user', '2 runs', owner2, ALL_RUNS, { user: owner2.name }],
+          ['all by user', '20 runs', owner20, ALL_RUNS, { user: owner20.name }],
+        ] as const) {
+          let page: Page | undefined;
+          const measured = await measure(t, async () => {
+            page = await list(t, user, url, { limit: 20, ...query, ...q });
+          });
+          results.push({ group, label, measured, page: page! });
+        }
+        const [small, big] = results;
+        for (const r of results)
+          expect({ label: `${r.group}, ${r.label}`, n: r.page.items.length }).toEqual({
+            label: `${r.group}, ${r.label}`,
+            n: r.label.startsWith('20') ? 20 : 2,
+          });
+        expect(small.page.items).toHaveLength(2);
+        expect(big.page.items).toHaveLength(20);
+        if (query.include_jobs === false) {
+          for (const r of big.page.items) expect(r.jobs).toEqual([]);
+        } else {
+          const n = (query.job_submissions_limit as number | undefined) ?? 10;
+          for (const r of big.page.items) {
+            expect(r.jobs).toHaveLength(5);
+            for (const j of r.jobs) {
+              expect(nums(j)).toEqual(n === 0 ? [] : seriesNums(14, SHALLOW_GAP).slice(-n));
+              expect(j.latest_job_submission?.submission_num).toBe(14);
+            }
           }
         }
-      }
-      const counts = results.map((r) => ({ group: r.group, label: r.label, client: r.measured.client, runner: r.measured.runner, ds: r.measured.viaDataSource }));
-      // the counting sees every statement: auth, access, runs, names, (cancellations, jobs, submissions)
-      expect(small.measured.client).toBeGreaterThan(3);
-      expect(small.measured.runner).toBeGreaterThan(3);
-      expect(small.measured.client).toBeGreaterThanOrEqual(small.measured.runner);
-      expect(small.measured.runner).toBeGreaterThanOrEqual(small.measured.viaDataSource);
-      for (const c of counts) {
-        expect(c.client).toBeGreaterThan(3);
-        const first = counts.find((x) => x.group === c.group)!;
-        expect(c).toEqual({ ...first, label: c.label });
-      }
-      // no window function over submissions anywhere
-      for (const r of results) for (const sql of r.measured.sql) expect(sql).not.toMatch(/\bover\s*\(|row_number|rank\s*\(/i);
-    });
+        const counts = results.map((r) => ({
+          group: r.group,
+          label: r.label,
+          client: r.measured.client,
+          runner: r.measured.runner,
+          ds: r.measured.viaDataSource,
+        }));
+        // the counting sees every statement: auth, access, runs, names, (cancellations, jobs, submissions)
+        expect(small.measured.client).toBeGreaterThan(3);
+        expect(small.measured.runner).toBeGreaterThan(3);
+        expect(small.measured.client).toBeGreaterThanOrEqual(small.measured.runner);
+        expect(small.measured.runner).toBeGreaterThanOrEqual(small.measured.viaDataSource);
+        for (const c of counts) {
+          expect(c.client).toBeGreaterThan(3);
+          const first = counts.find((x) => x.group === c.group)!;
+          expect(c).toEqual({ ...first, label: c.label });
+        }
+        // no window function over submissions anywhere
+        for (const r of results)
+          for (const sql of r.measured.sql) expect(sql).not.toMatch(/\bover\s*\(|row_number|rank\s*\(/i);
+      },
+    );
 
     it('rows read from the database do not depend on how much history is stored (12 vs 300 submissions per job)', async () => {
       for (const n of [1, 5, 10, 100]) {
@@ -1245,8 +1463,14 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       const visits: { n: number; shallow: number; deep: number }[] = [];
       const expected: { n: number; shallow: number; deep: number }[] = [];
       for (const n of [0, 1, 2, 5, 10, 20]) {
-        const shallow = await submissionRowsVisited(t, await measure(t, () => list(t, owner2, projectRuns(p2), { job_submissions_limit: n })));
-        const deep = await submissionRowsVisited(t, await measure(t, () => list(t, ownerDeep, projectRuns(pDeep), { job_submissions_limit: n })));
+        const shallow = await submissionRowsVisited(
+          t,
+          await measure(t, () => list(t, owner2, projectRuns(p2), { job_submissions_limit: n })),
+        );
+        const deep = await submissionRowsVisited(
+          t,
+          await measure(t, () => list(t, ownerDeep, projectRuns(pDeep), { job_submissions_limit: n })),
+        );
         // n = 0 and 1 read each job's latest by primary key, deeper pages walk the history; either way one
         // statement per slice of the page's jobs (fetched over FETCH_PARTS connections at once).
         expect(shallow.statements).toBe(FETCH_PARTS);
@@ -1266,7 +1490,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       }
     });
 
-    it('the counting sees the list\'s own statements: runs and job_submissions reads, every one sent to the database', async () => {
+    it("the counting sees the list's own statements: runs and job_submissions reads, every one sent to the database", async () => {
       const m = await measure(t, () => list(t, owner2, projectRuns(p2), { job_submissions_limit: 5 }));
       // sanity: what we count is what the database saw; the statements include the list's own queries
       expect(m.sql.some((s) => /FROM "?runs"?/i.test(s))).toBe(true);

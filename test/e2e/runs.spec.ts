@@ -20,9 +20,18 @@ describe('runs: submit, get, stop, delete, history', () => {
       attributes: { team: 'ml' },
       retry: { on_events: ['no_capacity', 'error'], max_attempts: 3 },
       job_groups: [{ ref: 'train' }, { ref: 'eval', parent_ref: 'train', cancel_after_n_failures: 2 }],
-      jobs: [{ spec: jobSpec() }, { name: 'trainer', group_ref: 'train', replicas: 2, spec: jobSpec() }, { group_ref: 'eval', spec: jobSpec() }],
+      jobs: [
+        { spec: jobSpec() },
+        { name: 'trainer', group_ref: 'train', replicas: 2, spec: jobSpec() },
+        { group_ref: 'eval', spec: jobSpec() },
+      ],
     });
-    expect(run).toMatchObject({ status: 'submitted', job_group_id: 0, attributes: { team: 'ml' }, retry: { on_events: ['no_capacity', 'error'], max_attempts: 3 } });
+    expect(run).toMatchObject({
+      status: 'submitted',
+      job_group_id: 0,
+      attributes: { team: 'ml' },
+      retry: { on_events: ['no_capacity', 'error'], max_attempts: 3 },
+    });
     expect(run.jobs.map((j) => [j.job_num, j.replica_num, j.job_group_id])).toEqual([
       [0, 0, 0],
       [1, 0, 1],
@@ -50,7 +59,11 @@ describe('runs: submit, get, stop, delete, history', () => {
     const b = await makeRun(t, owner, project);
     expect(a.run_name).toMatch(/^[a-z]+-[a-z]+-[0-9a-f]{4}$/);
     expect(a.run_name).not.toBe(b.run_name);
-    const dup = await t.http.post(base()).set(owner.auth).send({ run_name: a.run_name, jobs: [{ spec: jobSpec() }] }).expect(409);
+    const dup = await t.http
+      .post(base())
+      .set(owner.auth)
+      .send({ run_name: a.run_name, jobs: [{ spec: jobSpec() }] })
+      .expect(409);
     expect(dup.body.code).toBe('ALREADY_EXISTS');
   });
 
@@ -60,20 +73,32 @@ describe('runs: submit, get, stop, delete, history', () => {
     const first = await t.http.post(base()).set(owner.auth).set('Idempotency-Key', key).send(body).expect(201);
     const again = await t.http.post(base()).set(owner.auth).set('Idempotency-Key', key).send(body).expect(201);
     expect(again.body).toEqual(first.body);
-    await t.http.post(base()).set(owner.auth).set('Idempotency-Key', key).send({ jobs: [{ spec: jobSpec({ image: 'other' }) }] }).expect(409);
-    const count = await t.dataSource.query('SELECT count(*)::int AS n FROM runs WHERE run_name = $1', [first.body.run_name]);
+    await t.http
+      .post(base())
+      .set(owner.auth)
+      .set('Idempotency-Key', key)
+      .send({ jobs: [{ spec: jobSpec({ image: 'other' }) }] })
+      .expect(409);
+    const count = await t.dataSource.query('SELECT count(*)::int AS n FROM runs WHERE run_name = $1', [
+      first.body.run_name,
+    ]);
     expect(count[0].n).toBe(1);
   });
 
   it('refuses bad submissions with 400 naming the field and writes nothing', async () => {
-    const before = await t.dataSource.query('SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM job_groups)::int AS groups');
+    const before = await t.dataSource.query(
+      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM job_groups)::int AS groups',
+    );
     const cases: [unknown, string][] = [
       [{}, 'jobs'],
       [{ jobs: [] }, 'jobs'],
       [{ jobs: [{}] }, 'jobs[0].spec'],
       [{ jobs: [{ spec: { commands: [], resources: { cpu: 1, memory_mib: 1 } } }] }, 'jobs[0].spec.commands'],
       [{ jobs: [{ spec: jobSpec({ resources: { cpu: -1, memory_mib: 1 } }) }] }, 'jobs[0].spec.resources.cpu'],
-      [{ jobs: [{ spec: jobSpec({ resources: { cpu: 1, memory_mib: 'lots' } }) }] }, 'jobs[0].spec.resources.memory_mib'],
+      [
+        { jobs: [{ spec: jobSpec({ resources: { cpu: 1, memory_mib: 'lots' } }) }] },
+        'jobs[0].spec.resources.memory_mib',
+      ],
       [{ jobs: [{ spec: jobSpec({ env: { 'bad key': 'x' } }) }] }, 'jobs[0].spec.env'],
       [{ jobs: [{ spec: jobSpec(), extra: true }] }, 'jobs[0].extra'],
       [{ jobs: [{ spec: jobSpec() }], surprise: 1 }, 'surprise'],
@@ -84,12 +109,32 @@ describe('runs: submit, get, stop, delete, history', () => {
       [{ jobs: [{ spec: jobSpec(), group_ref: 'nowhere' }] }, 'jobs[0].group_ref'],
       [{ jobs: [{ spec: jobSpec() }], job_groups: [{ ref: 'a', parent_ref: 'b' }] }, 'job_groups.parent_ref'],
       [{ jobs: [{ spec: jobSpec() }], job_groups: [{ ref: 'a' }, { ref: 'a' }] }, 'job_groups[1].ref'],
-      [{ jobs: [{ spec: jobSpec() }], job_groups: [{ ref: 'a', parent_ref: 'b' }, { ref: 'b', parent_ref: 'a' }] }, 'job_groups'],
+      [
+        {
+          jobs: [{ spec: jobSpec() }],
+          job_groups: [
+            { ref: 'a', parent_ref: 'b' },
+            { ref: 'b', parent_ref: 'a' },
+          ],
+        },
+        'job_groups',
+      ],
       [{ jobs: [{ spec: jobSpec() }], attributes: [1, 2] }, 'attributes'],
-      [{ jobs: [{ spec: jobSpec(), replicas: 5000 }, { spec: jobSpec(), replicas: 5001 }] }, 'jobs'],
+      [
+        {
+          jobs: [
+            { spec: jobSpec(), replicas: 5000 },
+            { spec: jobSpec(), replicas: 5001 },
+          ],
+        },
+        'jobs',
+      ],
     ];
     for (const [body, field] of cases) {
-      const res = await t.http.post(base()).set(owner.auth).send(body as object);
+      const res = await t.http
+        .post(base())
+        .set(owner.auth)
+        .send(body as object);
       expect({ body, status: res.status }).toEqual({ body, status: 400 });
       expect(res.body.code).toBe('VALIDATION_FAILED');
       expect(res.body.details.map((d: { field: string }) => d.field)).toContain(field);
@@ -97,10 +142,17 @@ describe('runs: submit, get, stop, delete, history', () => {
     const deep = await t.http
       .post(base())
       .set(owner.auth)
-      .send({ jobs: [{ spec: jobSpec() }], job_groups: ['a', 'b', 'c', 'd', 'e', 'f'].map((ref, i, all) => (i ? { ref, parent_ref: all[i - 1] } : { ref })) })
+      .send({
+        jobs: [{ spec: jobSpec() }],
+        job_groups: ['a', 'b', 'c', 'd', 'e', 'f'].map((ref, i, all) =>
+          i ? { ref, parent_ref: all[i - 1] } : { ref },
+        ),
+      })
       .expect(400);
     expect(deep.body.code).toBe('MAX_DEPTH_EXCEEDED');
-    const after = await t.dataSource.query('SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM job_groups)::int AS groups');
+    const after = await t.dataSource.query(
+      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM job_groups)::int AS groups',
+    );
     expect(after).toEqual(before);
   });
 
@@ -110,7 +162,11 @@ describe('runs: submit, get, stop, delete, history', () => {
     const strangerProject = (await makeProject(t, stranger)).name;
     await t.http.get(`${base()}/${run.id}`).set(stranger.auth).expect(403);
     await t.http.get(`/api/v1/projects/${strangerProject}/runs/${run.id}`).set(stranger.auth).expect(404);
-    await t.http.post(`/api/v1/projects/${strangerProject}/runs/${run.id}/stop`).set(stranger.auth).send({}).expect(404);
+    await t.http
+      .post(`/api/v1/projects/${strangerProject}/runs/${run.id}/stop`)
+      .set(stranger.auth)
+      .send({})
+      .expect(404);
     await t.http.get(`/api/v1/projects/${strangerProject}/runs/not-a-uuid`).set(stranger.auth).expect(404);
     const all = await t.http.get('/api/v1/runs').set(stranger.auth).expect(200);
     expect(all.body.items.map((r: { id: string }) => r.id)).not.toContain(run.id);
@@ -122,12 +178,22 @@ describe('runs: submit, get, stop, delete, history', () => {
     expect(del.body.code).toBe('RUN_NOT_FINISHED');
     const stopped = await t.http.post(`${base()}/${run.id}/stop`).set(owner.auth).send({}).expect(200);
     expect(stopped.body).toMatchObject({ status: 'terminated', termination_reason: 'stopped_by_user' });
-    for (const j of stopped.body.jobs) expect(j).toMatchObject({ status: 'terminated', termination_reason: 'stopped_by_user', cancelled_job_group_id: 0 });
+    for (const j of stopped.body.jobs)
+      expect(j).toMatchObject({
+        status: 'terminated',
+        termination_reason: 'stopped_by_user',
+        cancelled_job_group_id: 0,
+      });
     const root = await t.http.get(`${base()}/${run.id}/job-groups/0`).set(owner.auth).expect(200);
-    expect(root.body).toMatchObject({ status: 'cancelled', cancellation: { job_group_id: 0, cancelled_by: owner.name, reason: 'stopped_by_user' } });
+    expect(root.body).toMatchObject({
+      status: 'cancelled',
+      cancellation: { job_group_id: 0, cancelled_by: owner.name, reason: 'stopped_by_user' },
+    });
     const again = await t.http.post(`${base()}/${run.id}/stop`).set(owner.auth).send({ abort: true }).expect(200);
     expect(again.body.termination_reason).toBe('stopped_by_user');
-    const rows = await t.dataSource.query('SELECT count(*)::int AS n FROM job_groups_cancelled WHERE run_id = $1', [run.id]);
+    const rows = await t.dataSource.query('SELECT count(*)::int AS n FROM job_groups_cancelled WHERE run_id = $1', [
+      run.id,
+    ]);
     expect(rows[0].n).toBe(1);
     await t.http.delete(`${base()}/${run.id}`).set(owner.auth).expect(204);
     await t.http.get(`${base()}/${run.id}`).set(owner.auth).expect(404);
@@ -148,8 +214,14 @@ describe('runs: submit, get, stop, delete, history', () => {
     const run = await makeRun(t, owner, project);
     const job = run.jobs[0];
     const page = await t.http.get(`${base()}/${run.id}/jobs/${job.id}/submissions`).set(owner.auth).expect(200);
-    expect(page.body).toEqual({ items: [expect.objectContaining({ id: job.latest_job_submission!.id, submission_num: 0 })], next_cursor: null });
-    await t.http.get(`${base()}/${run.id}/jobs/00000000-0000-0000-0000-000000000000/submissions`).set(owner.auth).expect(404);
+    expect(page.body).toEqual({
+      items: [expect.objectContaining({ id: job.latest_job_submission!.id, submission_num: 0 })],
+      next_cursor: null,
+    });
+    await t.http
+      .get(`${base()}/${run.id}/jobs/00000000-0000-0000-0000-000000000000/submissions`)
+      .set(owner.auth)
+      .expect(404);
   });
 
   it('lets project members read runs and refuses outsiders', async () => {

@@ -15,7 +15,8 @@ describeRealPostgres('TransactionRunner and a connection lost mid-transaction (r
   let runner: TransactionRunner;
   let admin: Client;
   const rows = async (label: string) =>
-    (await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM outage_probe WHERE label = $1', [label])).rows[0].n;
+    (await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM outage_probe WHERE label = $1', [label])).rows[0]
+      .n;
   const killOwnBackend = async (m: EntityManager) => {
     const [{ pid }] = (await m.query('SELECT pg_backend_pid() AS pid')) as { pid: number }[];
     await admin.query('SELECT pg_terminate_backend($1, 5000)', [pid]);
@@ -24,7 +25,10 @@ describeRealPostgres('TransactionRunner and a connection lost mid-transaction (r
   beforeAll(async () => {
     t = await createTestApp({}, { ownDatabase: 'outage' });
     runner = t.app.get(TransactionRunner);
-    admin = new Client({ connectionString: await workerDatabaseUrl('outage'), application_name: 'runplane-test-admin' });
+    admin = new Client({
+      connectionString: await workerDatabaseUrl('outage'),
+      application_name: 'runplane-test-admin',
+    });
     await admin.connect();
     await admin.query('CREATE TABLE IF NOT EXISTS outage_probe (label text NOT NULL)');
   });

@@ -41,8 +41,16 @@ describe('worker reports: bound to the claiming account, checked against the sta
       [submissionId],
     );
     const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body as RunResponse;
-    const group = (await t.http.get(`${runUrl(run)}/job-groups/0`).set(owner.auth).expect(200)).body;
-    const usage = await t.dataSource.query(`SELECT started_at, rolled_up_to, closed_at FROM billing_attempts WHERE submission_id = $1`, [submissionId]);
+    const group = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/0`)
+        .set(owner.auth)
+        .expect(200)
+    ).body;
+    const usage = await t.dataSource.query(
+      `SELECT started_at, rolled_up_to, closed_at FROM billing_attempts WHERE submission_id = $1`,
+      [submissionId],
+    );
     // Costs of running work grow with the clock; everything else must stay as it was.
     const withoutCosts = (v: unknown) => JSON.parse(JSON.stringify(v, (k, x) => (/cost/.test(k) ? undefined : x)));
     return { row, run: withoutCosts(view), group: withoutCosts(group), usage };
@@ -55,13 +63,18 @@ describe('worker reports: bound to the claiming account, checked against the sta
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
     const w = makeWorker(t, accountA, 'w-record');
     const [s] = await claimFor(w, run.id);
-    const [row] = await t.dataSource.query(`SELECT worker_id, claimed_by_user_id FROM job_submissions WHERE id = $1`, [s.id]);
+    const [row] = await t.dataSource.query(`SELECT worker_id, claimed_by_user_id FROM job_submissions WHERE id = $1`, [
+      s.id,
+    ]);
     expect(row).toEqual({ worker_id: 'w-record', claimed_by_user_id: accountA.id });
     await w.execute(s, DONE);
   });
 
   it("account B cannot report running, heartbeat or complete for A's submission, even with A's worker id: 404, nothing changes", async () => {
-    const run = await makeRun(t, owner, project, { retry: { on_events: ['error'], max_attempts: 3 }, jobs: [{ spec: jobSpec() }] });
+    const run = await makeRun(t, owner, project, {
+      retry: { on_events: ['error'], max_attempts: 3 },
+      jobs: [{ spec: jobSpec() }],
+    });
     const a = makeWorker(t, accountA, 'w-shared-id');
     const b = impostor(a);
     const [s] = await claimFor(a, run.id);
@@ -70,7 +83,12 @@ describe('worker reports: bound to the claiming account, checked against the sta
     /** B's answer is an unknown id's answer: same status, code and shape, nothing about the submission. */
     const expectUnknown = (res: { status: number; body: { code: string; message: string; details: unknown[] } }) => {
       expect(res.status).toBe(404);
-      expect(res.body).toEqual({ status_code: 404, code: 'NOT_FOUND', message: `submission ${s.id} not found`, details: [] });
+      expect(res.body).toEqual({
+        status_code: 404,
+        code: 'NOT_FOUND',
+        message: `submission ${s.id} not found`,
+        details: [],
+      });
       expect(Object.keys(res.body).sort()).toEqual(Object.keys(unknown.body).sort());
     };
     const attempts: (() => Promise<void>)[] = [
@@ -78,7 +96,8 @@ describe('worker reports: bound to the claiming account, checked against the sta
       async () => expectUnknown(await b.heartbeat(s.id)),
       async () => expectUnknown(await b.complete(s.id, DONE)), // the one-statement finish
       async () => expectUnknown(await b.complete(s.id, ERROR)), // the retryable path
-      async () => expectUnknown(await b.complete(s.id, { status: 'terminated', termination_reason: 'stopped_by_user' })),
+      async () =>
+        expectUnknown(await b.complete(s.id, { status: 'terminated', termination_reason: 'stopped_by_user' })),
       async () => expectUnknown(await b.complete(s.id, { status: 'aborted', termination_reason: 'aborted_by_user' })),
     ];
 
@@ -128,7 +147,12 @@ describe('worker reports: bound to the claiming account, checked against the sta
     const [s] = await claimFor(a, run.id);
     const before = await snapshot(run, s.id);
     const other = makeWorker(t, accountA, 'w-two');
-    for (const res of [await other.running(s.id), await other.heartbeat(s.id), await other.complete(s.id, DONE), await other.complete(s.id, ERROR)]) {
+    for (const res of [
+      await other.running(s.id),
+      await other.heartbeat(s.id),
+      await other.complete(s.id, DONE),
+      await other.complete(s.id, ERROR),
+    ]) {
       expect(res.status).toBe(409);
       expect(res.body.code).toBe('STALE_SUBMISSION');
     }
@@ -148,23 +172,34 @@ describe('worker reports: bound to the claiming account, checked against the sta
         if ((WORKER_REPORTABLE[status] as readonly string[]).includes(reason)) continue;
         const res = await a.complete(s.id, { status, termination_reason: reason } as Outcome);
         expect([status, reason, res.status, res.body.code]).toEqual([status, reason, 400, 'VALIDATION_FAILED']);
-        expect(res.body.details).toEqual([{ field: 'termination_reason', message: expect.stringContaining(`when status is ${status}`) }]);
+        expect(res.body.details).toEqual([
+          { field: 'termination_reason', message: expect.stringContaining(`when status is ${status}`) },
+        ]);
         refused++;
       }
     }
     // 4 statuses × 14 reasons, less the 13 pairs a worker may report.
     expect(refused).toBe(4 * 14 - 13);
-    const unknownStatus = await a.complete(s.id, { status: 'succeeded', termination_reason: 'done_by_runner' } as unknown as Outcome);
+    const unknownStatus = await a.complete(s.id, {
+      status: 'succeeded',
+      termination_reason: 'done_by_runner',
+    } as unknown as Outcome);
     expect(unknownStatus.status).toBe(400);
     expect(unknownStatus.body.details.map((d: { field: string }) => d.field)).toEqual(['status']);
-    const unknownReason = await a.complete(s.id, { status: 'failed', termination_reason: 'gremlins' } as unknown as Outcome);
+    const unknownReason = await a.complete(s.id, {
+      status: 'failed',
+      termination_reason: 'gremlins',
+    } as unknown as Outcome);
     expect(unknownReason.body.details.map((d: { field: string }) => d.field)).toEqual(['termination_reason']);
     expect(await snapshot(run, s.id)).toEqual(before);
     expect((await a.complete(s.id, DONE)).status).toBe(200);
   });
 
   it('refuses done (and other outcomes that need a started job) for a submission that never reported running: 409, nothing changes', async () => {
-    const run = await makeRun(t, owner, project, { retry: { on_events: ['error'], max_attempts: 3 }, jobs: [{ spec: jobSpec() }] });
+    const run = await makeRun(t, owner, project, {
+      retry: { on_events: ['error'], max_attempts: 3 },
+      jobs: [{ spec: jobSpec() }],
+    });
     const a = makeWorker(t, accountA, 'w-early');
     const [s] = await claimFor(a, run.id);
     const before = await snapshot(run, s.id);
@@ -177,9 +212,18 @@ describe('worker reports: bound to the claiming account, checked against the sta
     ];
     for (const outcome of refusedOutcomes) {
       const res = await a.complete(s.id, outcome);
-      expect([outcome.termination_reason, res.status, res.body.code]).toEqual([outcome.termination_reason, 409, 'TRANSITION_NOT_ALLOWED']);
+      expect([outcome.termination_reason, res.status, res.body.code]).toEqual([
+        outcome.termination_reason,
+        409,
+        'TRANSITION_NOT_ALLOWED',
+      ]);
       expect(res.body.message).toContain('never reported running');
-      expect(res.body.details[0]).toMatchObject({ field: 'status', message: expect.stringContaining('failed (failed_to_start_due_to_no_capacity, executor_error, instance_unreachable)') });
+      expect(res.body.details[0]).toMatchObject({
+        field: 'status',
+        message: expect.stringContaining(
+          'failed (failed_to_start_due_to_no_capacity, executor_error, instance_unreachable)',
+        ),
+      });
     }
     expect(await snapshot(run, s.id)).toEqual(before);
     // Still the worker's to start, and then `done` is fine.
@@ -201,10 +245,21 @@ describe('worker reports: bound to the claiming account, checked against the sta
     const a = makeWorker(t, accountA, 'w-prestart');
     const [s1, s2, s3] = await claimFor(a, run.id, 3);
     const executorError = await a.complete(s1.id, { status: 'failed', termination_reason: 'executor_error' });
-    expect(executorError.body).toMatchObject({ status: 'failed', termination_reason: 'executor_error', retry_submission: null });
-    expect((await a.complete(s2.id, { status: 'terminated', termination_reason: 'job_group_cancelled' })).status).toBe(200);
+    expect(executorError.body).toMatchObject({
+      status: 'failed',
+      termination_reason: 'executor_error',
+      retry_submission: null,
+    });
+    expect((await a.complete(s2.id, { status: 'terminated', termination_reason: 'job_group_cancelled' })).status).toBe(
+      200,
+    );
     expect((await a.complete(s3.id, { status: 'aborted', termination_reason: 'aborted_by_user' })).status).toBe(200);
-    const group = (await t.http.get(`${runUrl(run)}/job-groups/0`).set(owner.auth).expect(200)).body;
+    const group = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/0`)
+        .set(owner.auth)
+        .expect(200)
+    ).body;
     expect(group.counts).toMatchObject({ n_jobs: 3, n_completed: 3, n_failed: 1, n_cancelled: 2 });
   });
 });

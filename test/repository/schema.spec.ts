@@ -18,7 +18,9 @@ describe('schema: entities and migrations agree', () => {
   it('every migration file is listed, named <timestamp>-<PascalVerbNoun>.ts, and has a down()', () => {
     const files = readdirSync(join(__dirname, '../../migrations')).filter((f) => f !== 'index.ts');
     for (const f of files) expect(f).toMatch(/^\d{13}-[A-Z][a-z]+(?:[A-Z][a-z0-9]*)+\.ts$/);
-    expect(MIGRATIONS.map((m) => m.name).sort()).toEqual(files.map((f) => f.replace(/^(\d+)-(\w+)\.ts$/, '$2$1')).sort());
+    expect(MIGRATIONS.map((m) => m.name).sort()).toEqual(
+      files.map((f) => f.replace(/^(\d+)-(\w+)\.ts$/, '$2$1')).sort(),
+    );
     for (const M of MIGRATIONS) expect(typeof new M().down).toBe('function');
   });
 
@@ -28,7 +30,9 @@ describe('schema: entities and migrations agree', () => {
        WHERE n.nspname = 'public' AND c.conrelid <> 'migrations'::regclass AND c.contype <> 'n' -- PG18 lists NOT NULLs
       UNION ALL
       SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND tablename <> 'migrations'`);
-    const hashed = rows.map((r) => r.name).filter((n) => /^(PK|FK|UQ|IDX|REL|CHK)_[0-9a-f]{20,}/.test(n) || !/^(pk|fk|uq|idx|ck|ex)_/.test(n));
+    const hashed = rows
+      .map((r) => r.name)
+      .filter((n) => /^(PK|FK|UQ|IDX|REL|CHK)_[0-9a-f]{20,}/.test(n) || !/^(pk|fk|uq|idx|ck|ex)_/.test(n));
     expect(hashed).toEqual([]);
   });
 
@@ -38,7 +42,9 @@ describe('schema: entities and migrations agree', () => {
       // A scratch schema would need search_path games; instead undo and redo every migration in one transaction.
       await runner.startTransaction();
       for (const M of [...MIGRATIONS].reverse()) await new M().down(runner);
-      const left = await runner.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'migrations'`);
+      const left = await runner.query(
+        `SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'migrations'`,
+      );
       expect(left).toEqual([]);
       for (const M of MIGRATIONS) await new M().up(runner);
     } finally {

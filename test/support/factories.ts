@@ -2,12 +2,25 @@ import type { TestApp, TestUser } from './test-app';
 import { uniqueName } from './test-app';
 
 /** A project owned (as project admin) by `owner`, created through the API. */
-export async function makeProject(t: TestApp, owner: TestUser, overrides: Record<string, unknown> = {}): Promise<{ name: string; id: string }> {
-  const res = await t.http.post('/api/v1/projects').set(owner.auth).send({ name: uniqueName('proj'), ...overrides }).expect(201);
+export async function makeProject(
+  t: TestApp,
+  owner: TestUser,
+  overrides: Record<string, unknown> = {},
+): Promise<{ name: string; id: string }> {
+  const res = await t.http
+    .post('/api/v1/projects')
+    .set(owner.auth)
+    .send({ name: uniqueName('proj'), ...overrides })
+    .expect(201);
   return { name: res.body.name, id: res.body.id };
 }
 
-export async function setMembers(t: TestApp, admin: TestUser, project: string, members: { user: string; role: string }[]): Promise<void> {
+export async function setMembers(
+  t: TestApp,
+  admin: TestUser,
+  project: string,
+  members: { user: string; role: string }[],
+): Promise<void> {
   await t.http.put(`/api/v1/projects/${project}/members`).set(admin.auth).send({ members }).expect(200);
 }
 
@@ -54,7 +67,14 @@ export interface JobResponse {
 }
 
 /** A nested chain of groups below the root: returns their ids, top first. */
-export async function makeGroupChain(t: TestApp, user: TestUser, project: string, runId: string, depth: number, parent = 0): Promise<number[]> {
+export async function makeGroupChain(
+  t: TestApp,
+  user: TestUser,
+  project: string,
+  runId: string,
+  depth: number,
+  parent = 0,
+): Promise<number[]> {
   const ids: number[] = [];
   for (let i = 0; i < depth; i++) {
     const res = await t.http

@@ -1,12 +1,22 @@
 import { EmbeddedPostgres } from '../../src/infra/database/embedded-postgres';
-import { dropStaleDatabases, embeddedUrlVariable, migrate, OWN_DATABASES, templateName, urlFor, withAdminClient } from './test-databases';
+import {
+  dropStaleDatabases,
+  embeddedUrlVariable,
+  migrate,
+  OWN_DATABASES,
+  templateName,
+  urlFor,
+  withAdminClient,
+} from './test-databases';
 
 /** Runs once per jest run, outside the test sandbox: prepares the migrated template (or the embedded database). */
 export default async function globalSetup(): Promise<void> {
   process.env.RUNPLANE_TEST_RUN_ID = String(process.pid);
   const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
   if (process.env.RUNPLANE_TEST_EMBEDDED === '1') {
-    process.stdout.write(`\nrunplane tests: no PostgreSQL server answered at ${new URL(adminUrl).host}; running on the EMBEDDED database (PGlite), one worker; tests that need real concurrency are skipped.\n`);
+    process.stdout.write(
+      `\nrunplane tests: no PostgreSQL server answered at ${new URL(adminUrl).host}; running on the EMBEDDED database (PGlite), one worker; tests that need real concurrency are skipped.\n`,
+    );
     const started: EmbeddedPostgres[] = [];
     (globalThis as { __embedded?: EmbeddedPostgres[] }).__embedded = started;
     const start = async (name: string) => {
@@ -19,7 +29,9 @@ export default async function globalSetup(): Promise<void> {
     for (const own of OWN_DATABASES) process.env[embeddedUrlVariable(own)] = await start(own);
     return;
   }
-  process.stdout.write(`\nrunplane tests: PostgreSQL server at ${new URL(adminUrl).host}; one database per jest worker, cloned from a migrated template.\n`);
+  process.stdout.write(
+    `\nrunplane tests: PostgreSQL server at ${new URL(adminUrl).host}; one database per jest worker, cloned from a migrated template.\n`,
+  );
   await withAdminClient(adminUrl, async (c) => {
     await dropStaleDatabases(c);
     await c.query(`CREATE DATABASE "${templateName()}"`);

@@ -28,7 +28,12 @@ export interface OpenApiDocument {
 
 export function operationsOf(doc: OpenApiDocument): Operation[] {
   return Object.entries(doc.paths).flatMap(([path, ops]) =>
-    Object.entries(ops).map(([method, op]) => ({ ...op, parameters: op.parameters ?? [], method: method.toUpperCase(), path })),
+    Object.entries(ops).map(([method, op]) => ({
+      ...op,
+      parameters: op.parameters ?? [],
+      method: method.toUpperCase(),
+      path,
+    })),
   );
 }
 
@@ -45,7 +50,8 @@ export function toJsonSchema(schema: Schema): Schema {
   for (const [key, value] of Object.entries(schema)) {
     if (key === 'nullable' || key === 'example' || key === 'examples') continue;
     if (key === '$ref') out.$ref = `openapi#/definitions/${String(value).split('/').pop()}`;
-    else if (key === 'properties' || key === 'patternProperties') out[key] = Object.fromEntries(Object.entries(value as Schema).map(([k, v]) => [k, toJsonSchema(v)]));
+    else if (key === 'properties' || key === 'patternProperties')
+      out[key] = Object.fromEntries(Object.entries(value as Schema).map(([k, v]) => [k, toJsonSchema(v)]));
     else if (typeof value === 'object' && value !== null) out[key] = toJsonSchema(value);
     else out[key] = value;
   }

@@ -46,9 +46,15 @@ export function startServer(env: Record<string, string | undefined>, args = ['se
 }
 
 /** Runs the CLI to completion and returns its exit code and output (both streams, and stderr alone). */
-export function runCli(env: Record<string, string | undefined>, args: string[]): Promise<{ code: number | null; output: string; stderr: string }> {
+export function runCli(
+  env: Record<string, string | undefined>,
+  args: string[],
+): Promise<{ code: number | null; output: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH, LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { PATH: process.env.PATH, LOG_LEVEL: 'warn', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     let stderr = '';
     child.stdout.on('data', (d) => (output += d));

@@ -34,7 +34,10 @@ export interface TestUser {
 export const uniqueName = (prefix: string) => `${prefix}-${randomBytes(5).toString('hex')}`;
 
 /** The real AppModule over this worker's database, configured exactly as `serve` does it. */
-export async function createTestApp(env: Record<string, string> = {}, options: { ownDatabase?: OwnDatabase } = {}): Promise<TestApp> {
+export async function createTestApp(
+  env: Record<string, string> = {},
+  options: { ownDatabase?: OwnDatabase } = {},
+): Promise<TestApp> {
   process.env.DATABASE_URL = await workerDatabaseUrl(options.ownDatabase);
   process.env.LOG_LEVEL = 'silent';
   process.env.RUNPLANE_BACKGROUND_LOOPS = 'false';
@@ -52,7 +55,12 @@ export async function createTestApp(env: Record<string, string> = {}, options: {
     dataSource: app.get(DataSource),
     async user(role: GlobalRole = 'user') {
       const created = await users.createUser(uniqueName(role), role);
-      return { id: created.user.id, name: created.user.name, token: created.token, auth: { Authorization: `Bearer ${created.token}` } };
+      return {
+        id: created.user.id,
+        name: created.user.name,
+        token: created.token,
+        auth: { Authorization: `Bearer ${created.token}` },
+      };
     },
     close: () => app.close(),
   };

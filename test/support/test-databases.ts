@@ -38,7 +38,9 @@ export async function migrate(url: string, embedded = false): Promise<void> {
 
 /** Drops the databases of earlier runs whose jest process is gone. */
 export async function dropStaleDatabases(c: Client): Promise<void> {
-  const { rows } = await c.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname ~ '^rp[0-9]+_(tpl|w[0-9]+(_[a-z0-9]+)?)$'`);
+  const { rows } = await c.query<{ datname: string }>(
+    `SELECT datname FROM pg_database WHERE datname ~ '^rp[0-9]+_(tpl|w[0-9]+(_[a-z0-9]+)?)$'`,
+  );
   for (const { datname } of rows) {
     const pid = Number(/^rp(\d+)_/.exec(datname)![1]);
     if (pid !== process.pid && isAlive(pid)) continue;
@@ -59,7 +61,16 @@ function isAlive(pid: number): boolean {
  * Test files that check whole-database properties and so get a database of their own. On the embedded database
  * (PGlite can only start outside jest's sandbox) global setup starts one per name.
  */
-export const OWN_DATABASES = ['billing', 'lifecycle', 'workers', 'workload', 'bounded', 'outage', 'maxdur', 'openapi'] as const;
+export const OWN_DATABASES = [
+  'billing',
+  'lifecycle',
+  'workers',
+  'workload',
+  'bounded',
+  'outage',
+  'maxdur',
+  'openapi',
+] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
 export const embeddedUrlVariable = (own: string) => `RUNPLANE_TEST_EMBEDDED_URL_${own.toUpperCase()}`;

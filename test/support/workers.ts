@@ -4,7 +4,10 @@ import type { TestApp, TestUser } from './test-app';
 /** A reference worker talking to the test app over supertest with a service account's token. */
 export function makeWorker(t: TestApp, service: TestUser, workerId: string): ReferenceWorker {
   return new ReferenceWorker(async (path, body) => {
-    const res = await t.http.post(path).set(service.auth).send(body as object);
+    const res = await t.http
+      .post(path)
+      .set(service.auth)
+      .send(body as object);
     return { status: res.status, body: res.body };
   }, workerId);
 }

@@ -6,13 +6,17 @@ import { databaseFailure, isRetryableConnectionLoss } from '../../src/common/err
 import { DomainError } from '../../src/common/errors/domain-error';
 import { retryReadOnce } from '../../src/infra/database/read-retry';
 
-const pgError = (code: string, message = 'server says no') => Object.assign(new DatabaseError(message, 0, 'error'), { code });
+const pgError = (code: string, message = 'server says no') =>
+  Object.assign(new DatabaseError(message, 0, 'error'), { code });
 const failedQuery = (driverError: Error) => new QueryFailedError('SELECT 1', [], driverError);
 const errno = (code: string) => Object.assign(new Error(`connect ${code} 127.0.0.1:5432`), { code });
 
 describe('telling a database outage from everything else', () => {
   it.each([
-    ['pg_terminate_backend mid-query (57P01)', failedQuery(pgError('57P01', 'terminating connection due to administrator command'))],
+    [
+      'pg_terminate_backend mid-query (57P01)',
+      failedQuery(pgError('57P01', 'terminating connection due to administrator command')),
+    ],
     ['a crashed server (57P02)', failedQuery(pgError('57P02'))],
     ['a server starting up (57P03, at connect)', pgError('57P03', 'the database system is starting up')],
     ['a connection exception (08006)', failedQuery(pgError('08006'))],
@@ -20,9 +24,15 @@ describe('telling a database outage from everything else', () => {
     ['too many connections (53300)', pgError('53300')],
     ['connection refused', errno('ECONNREFUSED')],
     ['connection reset', failedQuery(errno('ECONNRESET'))],
-    ['every address refused', Object.assign(new AggregateError([errno('ECONNREFUSED'), errno('ECONNREFUSED')]), { code: undefined })],
+    [
+      'every address refused',
+      Object.assign(new AggregateError([errno('ECONNREFUSED'), errno('ECONNREFUSED')]), { code: undefined }),
+    ],
     ['the socket closing under a query', failedQuery(new Error('Connection terminated unexpectedly'))],
-    ['a client the pool still held after its error', failedQuery(new Error('Client has encountered a connection error and is not queryable'))],
+    [
+      'a client the pool still held after its error',
+      failedQuery(new Error('Client has encountered a connection error and is not queryable')),
+    ],
     ['a query runner TypeORM released when its connection died', new QueryRunnerAlreadyReleasedError()],
     ['a transaction manager whose runner was released', new QueryRunnerProviderAlreadyReleasedError()],
   ])('%s: connection lost, worth one retry', (_, err) => {
@@ -75,7 +85,12 @@ describe('the error filter on database trouble', () => {
     const sent = respond(failedQuery(pgError('57P01')));
     expect(sent.status).toBe(503);
     expect(sent.headers['retry-after']).toBe('1');
-    expect(sent.body).toEqual({ status_code: 503, code: 'DATABASE_UNAVAILABLE', message: expect.any(String), details: [] });
+    expect(sent.body).toEqual({
+      status_code: 503,
+      code: 'DATABASE_UNAVAILABLE',
+      message: expect.any(String),
+      details: [],
+    });
   });
 
   it('sends Retry-After with SERVICE_UNAVAILABLE (a deadlock that outlived its retries, a lock timeout) too', () => {
@@ -105,10 +120,14 @@ describe('retryReadOnce', () => {
 
   it('does not retry other errors, and gives up after the second loss (marked, so no outer layer retries it)', async () => {
     let calls = 0;
-    await expect(retryReadOnce(async () => (calls++, Promise.reject(failedQuery(pgError('42601')))))).rejects.toBeInstanceOf(QueryFailedError);
+    await expect(
+      retryReadOnce(async () => (calls++, Promise.reject(failedQuery(pgError('42601'))))),
+    ).rejects.toBeInstanceOf(QueryFailedError);
     expect(calls).toBe(1);
     calls = 0;
-    const err = await retryReadOnce(async () => (calls++, Promise.reject(failedQuery(pgError('57P01'))))).catch((e: unknown) => e);
+    const err = await retryReadOnce(async () => (calls++, Promise.reject(failedQuery(pgError('57P01'))))).catch(
+      (e: unknown) => e,
+    );
     expect(calls).toBe(2);
     expect(databaseFailure(err)).toBe('connection_lost');
     expect(isRetryableConnectionLoss(err)).toBe(false);

@@ -6,15 +6,29 @@ import { IsFixedPoint, isCalendarDate } from '../../src/common/validation/valida
 
 describe('input guard (unit)', () => {
   it('tells storable text from NUL and lone surrogates, pairs included', () => {
-    for (const ok of ['', 'plain', 'emoji 😀', '\ud83d\ude00', 'tab\tand\nnewline', '\u0001', '\uffff']) expect(unstorableText(ok)).toBeUndefined();
-    for (const bad of ['\u0000', 'a\u0000', '\ud800', 'x\ud800', '\ud800x', '\udc00', 'x\udc00y', '\ude00\ud83d', '😀\ud83d']) expect(unstorableText(bad)).toBeDefined();
+    for (const ok of ['', 'plain', 'emoji 😀', '\ud83d\ude00', 'tab\tand\nnewline', '\u0001', '\uffff'])
+      expect(unstorableText(ok)).toBeUndefined();
+    for (const bad of [
+      '\u0000',
+      'a\u0000',
+      '\ud800',
+      'x\ud800',
+      '\ud800x',
+      '\udc00',
+      'x\udc00y',
+      '\ude00\ud83d',
+      '😀\ud83d',
+    ])
+      expect(unstorableText(bad)).toBeDefined();
   });
 
   it('walks a million levels without recursion, naming the first level past the limit', () => {
     let deep: unknown = 'leaf';
     for (let i = 0; i < 1_000_000; i++) deep = [deep];
     const problems = findInputProblems({ a: deep });
-    expect(problems).toEqual([{ field: `a${'[0]'.repeat(MAX_JSON_DEPTH - 1)}`, message: expect.stringContaining('deeper than 64') }]);
+    expect(problems).toEqual([
+      { field: `a${'[0]'.repeat(MAX_JSON_DEPTH - 1)}`, message: expect.stringContaining('deeper than 64') },
+    ]);
     let ok: unknown = 1;
     for (let i = 0; i < MAX_JSON_DEPTH - 1; i++) ok = { k: ok };
     expect(findInputProblems(ok)).toEqual([]);
@@ -33,7 +47,11 @@ describe('input guard (unit)', () => {
 
   it("refuses keys named like Object.prototype's members, which class-transformer drops before the whitelist sees them", () => {
     const value = JSON.parse('{"toString":1,"spec":{"hasOwnProperty":"x","valueOf":[]},"ok":{"toStrung":1}}');
-    expect(findInputProblems(value).map((p) => p.field).sort()).toEqual(['spec.hasOwnProperty', 'spec.valueOf', 'toString']);
+    expect(
+      findInputProblems(value)
+        .map((p) => p.field)
+        .sort(),
+    ).toEqual(['spec.hasOwnProperty', 'spec.valueOf', 'toString']);
   });
 
   it('judges numbers by value against a column scale', () => {
@@ -47,8 +65,20 @@ describe('input guard (unit)', () => {
   });
 
   it('knows the calendar', () => {
-    for (const d of ['2024-02-29', '2000-02-29', '0001-01-01', '9999-12-31', '2023-04-30']) expect(isCalendarDate(d)).toBe(true);
-    for (const d of ['2024-02-30', '2023-02-29', '1900-02-29', '2024-04-31', '2024-00-10', '2024-13-01', '0000-01-01', '2024-1-1', '2024-01-01T00:00', 20240101]) {
+    for (const d of ['2024-02-29', '2000-02-29', '0001-01-01', '9999-12-31', '2023-04-30'])
+      expect(isCalendarDate(d)).toBe(true);
+    for (const d of [
+      '2024-02-30',
+      '2023-02-29',
+      '1900-02-29',
+      '2024-04-31',
+      '2024-00-10',
+      '2024-13-01',
+      '0000-01-01',
+      '2024-1-1',
+      '2024-01-01T00:00',
+      20240101,
+    ]) {
       expect(isCalendarDate(d)).toBe(false);
     }
   });
@@ -68,10 +98,24 @@ describe('input guard (unit)', () => {
       const d = bodyParserError(e);
       return d && { status: d.status, code: d.code, details: d.details };
     };
-    expect(shaped({ type: 'entity.too.large', status: 413 })).toEqual({ status: 413, code: 'PAYLOAD_TOO_LARGE', details: [{ field: 'body', message: 'is too large' }] });
-    expect(shaped({ type: 'charset.unsupported', status: 415 })).toMatchObject({ status: 415, code: 'UNSUPPORTED_MEDIA_TYPE' });
-    expect(shaped({ type: 'entity.parse.failed', status: 400 })).toMatchObject({ status: 400, code: 'VALIDATION_FAILED', details: [{ field: 'body' }] });
-    expect(shaped({ type: 'request.aborted', status: 400 })).toMatchObject({ status: 400, details: [{ field: 'body' }] });
+    expect(shaped({ type: 'entity.too.large', status: 413 })).toEqual({
+      status: 413,
+      code: 'PAYLOAD_TOO_LARGE',
+      details: [{ field: 'body', message: 'is too large' }],
+    });
+    expect(shaped({ type: 'charset.unsupported', status: 415 })).toMatchObject({
+      status: 415,
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+    });
+    expect(shaped({ type: 'entity.parse.failed', status: 400 })).toMatchObject({
+      status: 400,
+      code: 'VALIDATION_FAILED',
+      details: [{ field: 'body' }],
+    });
+    expect(shaped({ type: 'request.aborted', status: 400 })).toMatchObject({
+      status: 400,
+      details: [{ field: 'body' }],
+    });
     expect(shaped({ type: 'stream.not.readable', status: 500 })).toBeUndefined();
     expect(shaped(new Error('x'))).toBeUndefined();
   });

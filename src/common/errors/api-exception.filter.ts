@@ -48,7 +48,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
   }
 
   private toBody(exception: unknown, req: Request): ErrorBody {
-    if (exception instanceof DomainError) return shape(exception.status, exception.code, exception.message, exception.details);
+    if (exception instanceof DomainError)
+      return shape(exception.status, exception.code, exception.message, exception.details);
     if (exception instanceof HttpException) return fromHttpException(exception);
     // Body parsers Nest registers after configureApp's error middleware (see raw-request.ts) land here.
     const parserError = bodyParserError(exception);
@@ -58,7 +59,10 @@ export class ApiExceptionFilter implements ExceptionFilter {
       this.logger.warn({ err: exception, path: req.url, failure }, 'database unavailable');
       return shape(503, 'DATABASE_UNAVAILABLE', 'the database is unavailable; retry the request shortly', []);
     }
-    const pgError = exception instanceof QueryFailedError ? (exception.driverError as { code?: string; constraint?: string }) : undefined;
+    const pgError =
+      exception instanceof QueryFailedError
+        ? (exception.driverError as { code?: string; constraint?: string })
+        : undefined;
     const mapped = pgError ? fromPostgresError(pgError) : fromPostgresError(exception as { code?: string });
     if (mapped) {
       if (mapped.status >= 500) this.logger.warn({ err: exception, path: req.url }, 'transient database error');
@@ -79,7 +83,8 @@ function fromHttpException(exception: HttpException): ErrorBody {
   const code = HTTP_CODES[status] ?? (status >= 500 ? 'INTERNAL_ERROR' : 'CONFLICT');
   if (typeof response === 'object' && response !== null) {
     const r = response as { message?: unknown; details?: unknown[]; code?: string };
-    if (Array.isArray(r.details)) return shape(status, r.code ?? code, String(r.message ?? exception.message), r.details);
+    if (Array.isArray(r.details))
+      return shape(status, r.code ?? code, String(r.message ?? exception.message), r.details);
     if (Array.isArray(r.message)) return shape(status, code, r.message.join('; '), r.message);
     if (typeof r.message === 'string') return shape(status, code, r.message, []);
   }

@@ -39,7 +39,11 @@ const LOST_MESSAGES = [
   'Client was closed and is not queryable',
   'Cannot use a pool after calling end on the pool',
 ];
-const ACQUIRE_TIMEOUT_MESSAGES = ['timeout exceeded when trying to connect', 'Connection terminated due to connection timeout', 'timeout expired'];
+const ACQUIRE_TIMEOUT_MESSAGES = [
+  'timeout exceeded when trying to connect',
+  'Connection terminated due to connection timeout',
+  'timeout expired',
+];
 
 export type DatabaseFailure =
   /** The connection died or could not be opened; trying again on a new connection may well work. */
@@ -52,7 +56,8 @@ export type DatabaseFailure =
 export function databaseFailure(err: unknown): DatabaseFailure | undefined {
   // TypeORM releases a query runner whose connection emitted an error; the next statement on it (or on its
   // transaction's EntityManager) then meets one of these.
-  if (err instanceof QueryRunnerAlreadyReleasedError || err instanceof QueryRunnerProviderAlreadyReleasedError) return 'connection_lost';
+  if (err instanceof QueryRunnerAlreadyReleasedError || err instanceof QueryRunnerProviderAlreadyReleasedError)
+    return 'connection_lost';
   const cause = err instanceof QueryFailedError ? (err.driverError as unknown) : err;
   if (typeof cause !== 'object' || cause === null) return undefined;
   const e = cause as { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown };
@@ -60,10 +65,12 @@ export function databaseFailure(err: unknown): DatabaseFailure | undefined {
   const message = typeof e.message === 'string' ? e.message : '';
   if (ACQUIRE_TIMEOUT_MESSAGES.some((m) => message.startsWith(m))) return 'unreachable';
   if (code && CONNECT_REFUSED_STATES.has(code)) return 'unreachable';
-  if (code && (SESSION_LOST_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code) || SOCKET_ERRNOS.has(code))) return 'connection_lost';
+  if (code && (SESSION_LOST_STATES.has(code) || /^08[0-9A-Z]{3}$/.test(code) || SOCKET_ERRNOS.has(code)))
+    return 'connection_lost';
   if (LOST_MESSAGES.some((m) => message.startsWith(m))) return 'connection_lost';
   // Node's connect tries every address of a host name and reports all failures at once.
-  if (Array.isArray(e.errors) && e.errors.some((inner) => databaseFailure(inner) !== undefined)) return 'connection_lost';
+  if (Array.isArray(e.errors) && e.errors.some((inner) => databaseFailure(inner) !== undefined))
+    return 'connection_lost';
   return undefined;
 }
 

@@ -4,7 +4,11 @@ import { DomainError } from './domain-error';
 export function fromPostgresError(err: { code?: string; constraint?: string }): DomainError | undefined {
   switch (err.code) {
     case '23505':
-      return new DomainError('ALREADY_EXISTS', uniqueMessage(err.constraint), err.constraint ? [{ constraint: err.constraint }] : []);
+      return new DomainError(
+        'ALREADY_EXISTS',
+        uniqueMessage(err.constraint),
+        err.constraint ? [{ constraint: err.constraint }] : [],
+      );
     case '23503':
       return new DomainError('CONFLICT', 'a referenced record does not exist or is still referenced');
     case '23514':

@@ -53,5 +53,7 @@ function refuseBody(req: Request): void {
     const chunked = req.headers['transfer-encoding'] !== undefined && req.headers['content-type'] !== undefined;
     if (!(length > 0) && !chunked) return;
   }
-  throw new DomainError('VALIDATION_FAILED', 'this route takes no body', [{ field: 'body', message: 'should not exist (this route takes no body)' }]);
+  throw new DomainError('VALIDATION_FAILED', 'this route takes no body', [
+    { field: 'body', message: 'should not exist (this route takes no body)' },
+  ]);
 }

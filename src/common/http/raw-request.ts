@@ -29,7 +29,9 @@ export function pathTextGuard(): RequestHandler {
 }
 
 const unnamedPath = (segment: number, why: string) =>
-  new DomainError('NOT_FOUND', `no resource has this path: segment ${segment} ${why}`, [{ field: 'path', message: `segment ${segment} ${why}` }]);
+  new DomainError('NOT_FOUND', `no resource has this path: segment ${segment} ${why}`, [
+    { field: 'path', message: `segment ${segment} ${why}` },
+  ]);
 
 /**
  * Body-parser's errors (http-errors with a `type`) as API errors naming `body`. Nest would turn the parser's
@@ -37,11 +39,17 @@ const unnamedPath = (segment: number, why: string) =>
  */
 export function bodyParserError(err: unknown): DomainError | undefined {
   const e = err as { type?: unknown; status?: unknown; message?: unknown } | null;
-  if (!e || typeof e.type !== 'string' || typeof e.status !== 'number' || e.status < 400 || e.status >= 500) return undefined;
+  if (!e || typeof e.type !== 'string' || typeof e.status !== 'number' || e.status < 400 || e.status >= 500)
+    return undefined;
   const named = (code: ConstructorParameters<typeof DomainError>[0], message: string) =>
     new DomainError(code, `body ${message}`, [{ field: 'body', message }]);
-  if (e.status === 413) return named('PAYLOAD_TOO_LARGE', e.type === 'parameters.too.many' ? 'has too many parameters' : 'is too large');
-  if (e.status === 415) return named('UNSUPPORTED_MEDIA_TYPE', `has an unsupported ${e.type === 'charset.unsupported' ? 'charset' : 'content encoding'}`);
+  if (e.status === 413)
+    return named('PAYLOAD_TOO_LARGE', e.type === 'parameters.too.many' ? 'has too many parameters' : 'is too large');
+  if (e.status === 415)
+    return named(
+      'UNSUPPORTED_MEDIA_TYPE',
+      `has an unsupported ${e.type === 'charset.unsupported' ? 'charset' : 'content encoding'}`,
+    );
   if (e.type === 'entity.parse.failed') return named('VALIDATION_FAILED', 'is not valid JSON');
   return named('VALIDATION_FAILED', 'could not be read');
 }
@@ -52,7 +60,10 @@ export function bodyParserErrors() {
 }
 
 /** What Node's HTTP parser refused, as the status Node itself would send. */
-function clientErrorStatus(code: string | undefined): { status: number; code: ConstructorParameters<typeof DomainError>[0] } {
+function clientErrorStatus(code: string | undefined): {
+  status: number;
+  code: ConstructorParameters<typeof DomainError>[0];
+} {
   switch (code) {
     case 'HPE_HEADER_OVERFLOW':
       return { status: 431, code: 'REQUEST_HEADERS_TOO_LARGE' };
@@ -77,7 +88,10 @@ export function overflowingField(raw: Buffer | undefined): string {
   if (requestLine && longest === lines[0]) {
     const query = requestLine[1].split('?')[1];
     if (query === undefined) return 'path';
-    const param = query.split('&').reduce((a, b) => (b.length > a.length ? b : a), '').split('=')[0];
+    const param = query
+      .split('&')
+      .reduce((a, b) => (b.length > a.length ? b : a), '')
+      .split('=')[0];
     try {
       return decodeURIComponent(param) || 'query';
     } catch {
@@ -88,7 +102,12 @@ export function overflowingField(raw: Buffer | undefined): string {
   return header ? header[1].toLowerCase() : 'headers';
 }
 
-const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 413: 'Payload Too Large', 431: 'Request Header Fields Too Large' };
+const REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  408: 'Request Timeout',
+  413: 'Payload Too Large',
+  431: 'Request Header Fields Too Large',
+};
 
 /**
  * Requests Node's HTTP parser refuses never reach Express; without a listener Node answers them with an empty
@@ -107,7 +126,12 @@ export function answerClientErrors(server: Server): void {
           : status === 408
             ? 'the request was not received in time'
             : 'the request is not valid HTTP/1.1';
-      const body = JSON.stringify({ status_code: status, code, message, details: [{ field, message: status === 431 ? 'is too large' : 'is malformed' }] });
+      const body = JSON.stringify({
+        status_code: status,
+        code,
+        message,
+        details: [{ field, message: status === 431 ? 'is too large' : 'is malformed' }],
+      });
       socket.write(
         `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
           `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,

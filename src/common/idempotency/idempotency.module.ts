@@ -5,5 +5,9 @@ import { IdempotencyRepository } from './idempotency.repository';
 import { IdempotencyService } from './idempotency.service';
 
 @Global()
-@Module({ imports: [TypeOrmModule.forFeature([IdempotencyKeyRecord])], providers: [IdempotencyRepository, IdempotencyService], exports: [IdempotencyService] })
+@Module({
+  imports: [TypeOrmModule.forFeature([IdempotencyKeyRecord])],
+  providers: [IdempotencyRepository, IdempotencyService],
+  exports: [IdempotencyService],
+})
 export class IdempotencyModule {}

@@ -25,8 +25,17 @@ export class IdempotencyRepository {
     return m.getRepository(IdempotencyKeyRecord).findOneByOrFail({ userId, key });
   }
 
-  async storeReference(m: EntityManager, userId: string, key: string, status: number, kind: ResourceKind, id: string): Promise<void> {
-    await m.getRepository(IdempotencyKeyRecord).update({ userId, key }, { responseStatus: status, resourceKind: kind, resourceId: id });
+  async storeReference(
+    m: EntityManager,
+    userId: string,
+    key: string,
+    status: number,
+    kind: ResourceKind,
+    id: string,
+  ): Promise<void> {
+    await m
+      .getRepository(IdempotencyKeyRecord)
+      .update({ userId, key }, { responseStatus: status, resourceKind: kind, resourceId: id });
   }
 
   async purgeOlderThan(seconds: number, limit: number): Promise<number> {

@@ -28,7 +28,10 @@ function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (value && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined);
-    return `{${entries.sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+    return `{${entries
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value ?? null);
 }
@@ -50,7 +53,9 @@ export class IdempotencyService {
 
   async once<T>(m: EntityManager, req: IdempotentRequest, work: IdempotentWork<T>): Promise<T> {
     if (!req.key) return work.create();
-    const hash = createHash('sha256').update(`${req.scope}\n${canonical(req.request)}`).digest('hex');
+    const hash = createHash('sha256')
+      .update(`${req.scope}\n${canonical(req.request)}`)
+      .digest('hex');
     if (!(await this.keys.claim(m, req.userId, req.key, req.scope, hash))) {
       const existing = await this.keys.find(m, req.userId, req.key);
       if (existing.requestHash !== hash || existing.resourceKind !== req.kind || existing.resourceId === null) {

@@ -117,7 +117,10 @@ export class RawJsonInterceptor implements NestInterceptor {
         if (!body || typeof body !== 'object' || !(body as Record<symbol, unknown>)[SPLICE]) return body;
         const json = serializeWithRaw(body, (size) => responseBuffers.acquire(size));
         // Reused only after the whole body was handed to the OS; a response cut short leaves its buffer to the GC.
-        context.switchToHttp().getResponse<ServerResponse>().once('finish', () => responseBuffers.release(json));
+        context
+          .switchToHttp()
+          .getResponse<ServerResponse>()
+          .once('finish', () => responseBuffers.release(json));
         return new StreamableFile(json, { type: 'application/json; charset=utf-8', length: json.length });
       }),
     );

@@ -12,7 +12,7 @@ import { ERROR_STATUS } from '../errors/domain-error';
 const STATUS_MEANING: Record<number, string> = {
   400: 'The request is invalid; `details` names each field.',
   401: 'Missing or unknown bearer token.',
-  402: "The project is at or over its billing limit.",
+  402: 'The project is at or over its billing limit.',
   403: 'The token may not do this (wrong role, or not allowed in the project).',
   404: 'Not found, or not visible to the caller.',
   409: 'Conflicts with the current state.',
@@ -51,7 +51,10 @@ export function errorSchema(status: number): Record<string, unknown> {
 }
 
 /** The response object of one error status: its meaning, its codes, the shared schema. */
-export function errorResponse(status: number): { description: string; content: { 'application/json': { schema: { $ref: string } } } } {
+export function errorResponse(status: number): {
+  description: string;
+  content: { 'application/json': { schema: { $ref: string } } };
+} {
   const codes = errorCodesFor(status);
   if (codes.length === 0) throw new Error(`error status ${status}: no error code has this status`);
   return {
@@ -79,7 +82,8 @@ export const ApiIdempotencyKey = () =>
   ApiHeader({
     name: 'Idempotency-Key',
     required: false,
-    description: 'Same key and body: the original response again. Same key, different body: 409 `IDEMPOTENCY_KEY_REUSED`.',
+    description:
+      'Same key and body: the original response again. Same key, different body: 409 `IDEMPOTENCY_KEY_REUSED`.',
     schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
   });
 
@@ -88,7 +92,11 @@ export const ApiProjectParam = () =>
 export const ApiUuidParam = (name: string, what: string) =>
   ApiParam({ name, description: `${what} id (anything else is a 404).`, schema: { type: 'string', format: 'uuid' } });
 export const ApiGroupParam = (name = 'g') =>
-  ApiParam({ name, description: 'Job group id; 0 is the run itself.', schema: { type: 'integer', minimum: 0, maximum: 2_147_483_647 } });
+  ApiParam({
+    name,
+    description: 'Job group id; 0 is the run itself.',
+    schema: { type: 'integer', minimum: 0, maximum: 2_147_483_647 },
+  });
 
 const pages = new Map<Type<unknown>, Type<unknown>>();
 
@@ -100,7 +108,11 @@ export function PageOf(item: Type<unknown>): Type<unknown> {
     @ApiProperty({ type: () => item, isArray: true })
     items!: unknown[];
 
-    @ApiProperty({ type: String, nullable: true, description: 'Opaque; pass as `cursor` for the next page. null on the last page.' })
+    @ApiProperty({
+      type: String,
+      nullable: true,
+      description: 'Opaque; pass as `cursor` for the next page. null on the last page.',
+    })
     next_cursor!: string | null;
   }
   Object.defineProperty(PageOfItem, 'name', { value: `${item.name.replace(/View$/, '')}Page` });
@@ -109,4 +121,5 @@ export function PageOf(item: Type<unknown>): Type<unknown> {
 }
 
 /** 200 with a page of `item`. */
-export const ApiPageResponse = (item: Type<unknown>, description?: string) => ApiOkResponse({ type: PageOf(item), description });
+export const ApiPageResponse = (item: Type<unknown>, description?: string) =>
+  ApiOkResponse({ type: PageOf(item), description });

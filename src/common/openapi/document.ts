@@ -17,10 +17,15 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
     .setTitle('runplane')
     .setDescription(DESCRIPTION)
     .setVersion('1')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'An opaque token (from `POST /api/v1/users` or `POST /api/v1/users/me/tokens`).' })
+    .addBearerAuth({
+      type: 'http',
+      scheme: 'bearer',
+      description: 'An opaque token (from `POST /api/v1/users` or `POST /api/v1/users/me/tokens`).',
+    })
     .build();
   // DocumentBuilder adds `bearerFormat: JWT` by default; these tokens are opaque.
-  for (const scheme of Object.values(config.components?.securitySchemes ?? {})) delete (scheme as { bearerFormat?: string }).bearerFormat;
+  for (const scheme of Object.values(config.components?.securitySchemes ?? {}))
+    delete (scheme as { bearerFormat?: string }).bearerFormat;
   return finishDocument(SwaggerModule.createDocument(app, config));
 }
 
@@ -34,7 +39,8 @@ function finishDocument(doc: OpenAPIObject): OpenAPIObject {
     const s = schema as { type?: string; properties?: object; additionalProperties?: unknown };
     if (s.properties && s.additionalProperties === undefined) s.additionalProperties = false;
   }
-  for (const status of [...new Set<number>(Object.values(ERROR_STATUS))].sort((a, b) => a - b)) schemas[errorSchemaName(status)] = errorSchema(status);
+  for (const status of [...new Set<number>(Object.values(ERROR_STATUS))].sort((a, b) => a - b))
+    schemas[errorSchemaName(status)] = errorSchema(status);
   addTransportErrors(doc);
   doc.components.schemas = Object.fromEntries(Object.entries(schemas).sort(([a], [b]) => a.localeCompare(b)));
   return doc;
@@ -51,7 +57,8 @@ function addTransportErrors(doc: OpenAPIObject): void {
       const op = item[method];
       if (!op) continue;
       const statuses = [400, 408, 413, 431, ...(op.requestBody ? [415] : [])];
-      for (const status of statuses) if (errorCodesFor(status).length && !op.responses[status]) op.responses[status] = errorResponse(status);
+      for (const status of statuses)
+        if (errorCodesFor(status).length && !op.responses[status]) op.responses[status] = errorResponse(status);
     }
   }
 }

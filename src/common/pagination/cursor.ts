@@ -9,7 +9,13 @@ export const MAX_CURSOR_LENGTH = 1024;
 
 /** `limit` and `cursor` of every list route. */
 export class PageQueryDto {
-  @ApiPropertyOptional({ type: 'integer', description: 'Items per page: default 20, at most 100.', minimum: 1, maximum: 100, default: 20 })
+  @ApiPropertyOptional({
+    type: 'integer',
+    description: 'Items per page: default 20, at most 100.',
+    minimum: 1,
+    maximum: 100,
+    default: 20,
+  })
   @IsOptional()
   @ToStrictInt()
   @IsInt()
@@ -17,7 +23,10 @@ export class PageQueryDto {
   @Max(100)
   limit: number = 20;
 
-  @ApiPropertyOptional({ description: "The previous page's next_cursor (opaque; at most 1,024 characters).", maxLength: 1024 })
+  @ApiPropertyOptional({
+    description: "The previous page's next_cursor (opaque; at most 1,024 characters).",
+    maxLength: 1024,
+  })
   @IsOptional()
   @IsString()
   @MaxLength(MAX_CURSOR_LENGTH)
@@ -41,18 +50,33 @@ export function decodeCursor(cursor: string, shape: ('string' | 'number')[]): (s
   } catch {
     throw invalid();
   }
-  if (!Array.isArray(keys) || keys.length !== shape.length || keys.some((k, i) => typeof k !== shape[i] || !storableKey(k))) throw invalid();
+  if (
+    !Array.isArray(keys) ||
+    keys.length !== shape.length ||
+    keys.some((k, i) => typeof k !== shape[i] || !storableKey(k))
+  )
+    throw invalid();
   return keys as (string | number)[];
 }
 
 /** Keys go to SQL as parameters: numeric keys are int4 columns, string keys text that PostgreSQL can hold. */
 const storableKey = (k: unknown) =>
-  typeof k === 'number' ? Number.isInteger(k) && Math.abs(k) <= 2_147_483_647 : typeof k === 'string' && k.length <= 256 && unstorableText(k) === undefined;
+  typeof k === 'number'
+    ? Number.isInteger(k) && Math.abs(k) <= 2_147_483_647
+    : typeof k === 'string' && k.length <= 256 && unstorableText(k) === undefined;
 
-const invalid = () => new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [{ field: 'cursor', message: 'is invalid' }]);
+const invalid = () =>
+  new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [
+    { field: 'cursor', message: 'is invalid' },
+  ]);
 
 /** Builds a page from `limit + 1` fetched rows. */
-export function toPage<R, T>(rows: R[], limit: number, keysOf: (row: R) => (string | number)[], map: (row: R) => T): Page<T> {
+export function toPage<R, T>(
+  rows: R[],
+  limit: number,
+  keysOf: (row: R) => (string | number)[],
+  map: (row: R) => T,
+): Page<T> {
   const more = rows.length > limit;
   const shown = more ? rows.slice(0, limit) : rows;
   return { items: shown.map(map), next_cursor: more ? encodeCursor(keysOf(shown[shown.length - 1])) : null };

@@ -9,7 +9,10 @@ export const MAX_JSON_DEPTH = 64;
  * Object.prototype has (`toString`, `hasOwnProperty`, `valueOf`...) is one: class-transformer skips a key that
  * names a function of the instance it fills, so the whitelist never saw `{"toString": 1}`.
  */
-export const RESERVED_KEYS: ReadonlySet<string> = new Set([...Object.getOwnPropertyNames(Object.prototype), 'prototype']);
+export const RESERVED_KEYS: ReadonlySet<string> = new Set([
+  ...Object.getOwnPropertyNames(Object.prototype),
+  'prototype',
+]);
 
 /** NUL (which PostgreSQL text and jsonb cannot hold) or a UTF-16 surrogate without its pair (not Unicode at all). */
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?:^|[^\ud800-\udbff])[\udc00-\udfff]/;
@@ -21,7 +24,9 @@ export function unstorableText(s: string): string | undefined {
   if (!SUSPECT.test(s)) return undefined;
   const m = UNSTORABLE.exec(s);
   if (!m) return undefined;
-  return m[0] === '\u0000' ? 'must not contain NUL (\\u0000) characters' : 'must be valid Unicode text (a lone surrogate was found)';
+  return m[0] === '\u0000'
+    ? 'must not contain NUL (\\u0000) characters'
+    : 'must be valid Unicode text (a lone surrogate was found)';
 }
 
 export interface FieldProblem {
@@ -71,7 +76,10 @@ export function findInputProblems(value: unknown, root = ''): FieldProblem[] {
       if (!Number.isFinite(v)) problems.push({ field: pathOf(visit, root), message: 'must be a finite number' });
     } else if (v !== null && typeof v === 'object') {
       if (visit.depth > MAX_JSON_DEPTH) {
-        problems.push({ field: pathOf(visit, root), message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels` });
+        problems.push({
+          field: pathOf(visit, root),
+          message: `nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`,
+        });
         continue;
       }
       const depth = visit.depth + 1;
@@ -84,7 +92,8 @@ export function findInputProblems(value: unknown, root = ''): FieldProblem[] {
           const key = keys[i];
           const why = unstorableText(key);
           if (why) problems.push({ field: pathOf(visit, root, key), message: `key ${why}` });
-          else if (RESERVED_KEYS.has(key)) problems.push({ field: pathOf(visit, root, key), message: 'should not exist' });
+          else if (RESERVED_KEYS.has(key))
+            problems.push({ field: pathOf(visit, root, key), message: 'should not exist' });
           else stack.push({ value: (v as Record<string, unknown>)[key], parent: visit, key, depth });
         }
       }

@@ -17,9 +17,16 @@ export class IntParamPipe implements PipeTransform<unknown, number> {
 
   transform(value: unknown): number {
     if (typeof value !== 'string' || !/^(0|[1-9]\d{0,9})$/.test(value) || Number(value) > 2_147_483_647) {
-      throw new DomainError('VALIDATION_FAILED', `${this.field} (the ${this.what}) must be a non-negative decimal integer`, [
-        { field: this.field, message: `must be a non-negative decimal integer (the ${this.what}, at most 2147483647)` },
-      ]);
+      throw new DomainError(
+        'VALIDATION_FAILED',
+        `${this.field} (the ${this.what}) must be a non-negative decimal integer`,
+        [
+          {
+            field: this.field,
+            message: `must be a non-negative decimal integer (the ${this.what}, at most 2147483647)`,
+          },
+        ],
+      );
     }
     return Number(value);
   }

@@ -17,8 +17,15 @@ function withoutSubject(message: string, property: string): string {
 
 function flatten(errors: ValidationError[], prefix = ''): FieldProblem[] {
   return errors.flatMap((e) => {
-    const field = prefix ? (/^\d+$/.test(e.property) ? `${prefix}[${e.property}]` : `${prefix}.${e.property}`) : e.property;
-    const own = Object.values(e.constraints ?? {}).map((message) => ({ field, message: withoutSubject(message, e.property) }));
+    const field = prefix
+      ? /^\d+$/.test(e.property)
+        ? `${prefix}[${e.property}]`
+        : `${prefix}.${e.property}`
+      : e.property;
+    const own = Object.values(e.constraints ?? {}).map((message) => ({
+      field,
+      message: withoutSubject(message, e.property),
+    }));
     return [...own, ...flatten(e.children ?? [], field)];
   });
 }
@@ -33,9 +40,18 @@ export class ApiValidationPipe extends ValidationPipe {
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
     if (metadata.type === 'body' || metadata.type === 'query') {
       assertStorableInput(value, metadata.data ?? '');
-      const isDto = typeof metadata.metatype === 'function' && ![Object, Array, String, Number, Boolean].includes(metadata.metatype as never);
-      if (metadata.type === 'body' && isDto && value !== undefined && (value === null || typeof value !== 'object' || Array.isArray(value))) {
-        throw new DomainError('VALIDATION_FAILED', 'body must be a JSON object', [{ field: 'body', message: 'must be a JSON object' }]);
+      const isDto =
+        typeof metadata.metatype === 'function' &&
+        ![Object, Array, String, Number, Boolean].includes(metadata.metatype as never);
+      if (
+        metadata.type === 'body' &&
+        isDto &&
+        value !== undefined &&
+        (value === null || typeof value !== 'object' || Array.isArray(value))
+      ) {
+        throw new DomainError('VALIDATION_FAILED', 'body must be a JSON object', [
+          { field: 'body', message: 'must be a JSON object' },
+        ]);
       }
     }
     return super.transform(value, metadata);

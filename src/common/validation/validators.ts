@@ -6,7 +6,8 @@ import { DomainError } from '../errors/domain-error';
  * An optional body field: only absence skips validation. Unlike `IsOptional`, `null` is a value like any other and is
  * refused unless the field's own rules allow it (the OpenAPI document says which fields are nullable).
  */
-export const Optional = (options?: ValidationOptions): PropertyDecorator => ValidateIf((_, value) => value !== undefined, options);
+export const Optional = (options?: ValidationOptions): PropertyDecorator =>
+  ValidateIf((_, value) => value !== undefined, options);
 
 /** A plain JSON object of at most `maxBytes` when serialised (attributes, free-form data). */
 export function IsJsonObject(maxBytes: number, options?: ValidationOptions): PropertyDecorator {
@@ -18,7 +19,10 @@ export function IsJsonObject(maxBytes: number, options?: ValidationOptions): Pro
       options: { message: `must be a JSON object of at most ${maxBytes} bytes`, ...options },
       validator: {
         validate: (value: unknown) =>
-          typeof value === 'object' && value !== null && !Array.isArray(value) && JSON.stringify(value).length <= maxBytes,
+          typeof value === 'object' &&
+          value !== null &&
+          !Array.isArray(value) &&
+          JSON.stringify(value).length <= maxBytes,
       },
     });
 }
@@ -35,7 +39,12 @@ export function IsEnvMap(options?: ValidationOptions): PropertyDecorator {
         validate: (value: unknown) => {
           if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
           const entries = Object.entries(value);
-          return entries.length <= 500 && entries.every(([k, v]) => /^[A-Za-z_][A-Za-z0-9_]{0,255}$/.test(k) && typeof v === 'string' && v.length <= 32768);
+          return (
+            entries.length <= 500 &&
+            entries.every(
+              ([k, v]) => /^[A-Za-z_][A-Za-z0-9_]{0,255}$/.test(k) && typeof v === 'string' && v.length <= 32768,
+            )
+          );
         },
       },
     });
@@ -55,7 +64,11 @@ export function IsFixedPoint(scale: number, options?: ValidationOptions): Proper
       options: { message: `must be a number with at most ${scale} decimal places (a multiple of ${step})`, ...options },
       validator: {
         // Within toFixed's range the double nearest a `scale`-place decimal is the one its text parses back to.
-        validate: (value: unknown) => typeof value === 'number' && Number.isFinite(value) && Math.abs(value) < 1e21 && Number(value.toFixed(scale)) === value,
+        validate: (value: unknown) =>
+          typeof value === 'number' &&
+          Number.isFinite(value) &&
+          Math.abs(value) < 1e21 &&
+          Number(value.toFixed(scale)) === value,
       },
     });
 }
@@ -94,6 +107,8 @@ export function ToStrictInt(): PropertyDecorator {
   return Transform(({ value, key }: { value: unknown; key: string }) => {
     if (typeof value === 'number' || value === undefined) return value;
     if (typeof value === 'string' && CANONICAL_INT.test(value)) return Number(value);
-    throw new DomainError('VALIDATION_FAILED', `${key} must be a decimal integer`, [{ field: key, message: 'must be a decimal integer' }]);
+    throw new DomainError('VALIDATION_FAILED', `${key} must be a decimal integer`, [
+      { field: key, message: 'must be a decimal integer' },
+    ]);
   });
 }

@@ -25,7 +25,9 @@ export class DataDirLock {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
         const owner = Number(readFileSync(path, 'utf8').trim());
         if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && isAlive(owner)) {
-          throw new DataDirLockedError(`Data directory ${resolve(dataDir)} is in use by process ${owner} (lock file ${path})`);
+          throw new DataDirLockedError(
+            `Data directory ${resolve(dataDir)} is in use by process ${owner} (lock file ${path})`,
+          );
         }
         unlinkSync(path); // stale: its owner is gone
       }
@@ -35,7 +37,8 @@ export class DataDirLock {
 
   release(): void {
     try {
-      if (existsSync(this.path) && readFileSync(this.path, 'utf8').trim() === String(process.pid)) unlinkSync(this.path);
+      if (existsSync(this.path) && readFileSync(this.path, 'utf8').trim() === String(process.pid))
+        unlinkSync(this.path);
     } catch {
       /* already gone */
     }
@@ -80,7 +83,12 @@ export class EmbeddedPostgres {
       const { PGlite } = await import('@electric-sql/pglite');
       const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
       const db = await PGlite.create({ dataDir: inMemory ? options.dataDir : resolve(options.dataDir) });
-      const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: options.maxConnections ?? 8 });
+      const server = new PGLiteSocketServer({
+        db,
+        host: '127.0.0.1',
+        port: 0,
+        maxConnections: options.maxConnections ?? 8,
+      });
       await server.start();
       const url = `postgres://postgres:postgres@${server.getServerConn()}/postgres`;
       return new EmbeddedPostgres(db, server, lock, url);

@@ -8,7 +8,12 @@ import { EntityManager, QueryFailedError } from 'typeorm';
  * (on a 14 MB runs page, scavenges of 13–45 ms, three per request). Runs on the caller's transaction connection, or
  * on one taken from the pool for this statement. Always parameterised; errors come back as QueryFailedError.
  */
-export async function forEachRow<R>(m: EntityManager, text: string, values: unknown[], onRow: (row: R) => void): Promise<void> {
+export async function forEachRow<R>(
+  m: EntityManager,
+  text: string,
+  values: unknown[],
+  onRow: (row: R) => void,
+): Promise<void> {
   const runner = m.queryRunner ?? m.connection.createQueryRunner();
   try {
     const client = (await runner.connect()) as PoolClient;

@@ -39,7 +39,9 @@ export class TransactionRunner {
         return result;
       };
       try {
-        return await (isolation ? this.dataSource.transaction(isolation, tracked) : this.dataSource.transaction(tracked));
+        return await (isolation
+          ? this.dataSource.transaction(isolation, tracked)
+          : this.dataSource.transaction(tracked));
       } catch (err) {
         const code = err instanceof QueryFailedError ? (err.driverError as { code?: string }).code : undefined;
         if (code && TRANSIENT.has(code) && attempt < MAX_ATTEMPTS) {
@@ -51,7 +53,10 @@ export class TransactionRunner {
         if (!workReturned && connectionRetries < MAX_CONNECTION_RETRIES && isRetryableConnectionLoss(err)) {
           connectionRetries++;
           this.metrics.transactionRetries.inc({ sqlstate: code ?? 'connection' });
-          this.logger.warn({ err, attempt }, 'connection lost before COMMIT; retrying the transaction on a new connection');
+          this.logger.warn(
+            { err, attempt },
+            'connection lost before COMMIT; retrying the transaction on a new connection',
+          );
           await new Promise((r) => setTimeout(r, 20 + Math.random() * 30));
           continue;
         }

@@ -1,5 +1,11 @@
 import { Controller, Get, ServiceUnavailableException } from '@nestjs/common';
-import { HealthCheck, HealthCheckResult, HealthCheckService, HealthIndicatorService, TypeOrmHealthIndicator } from '@nestjs/terminus';
+import {
+  HealthCheck,
+  HealthCheckResult,
+  HealthCheckService,
+  HealthIndicatorService,
+  TypeOrmHealthIndicator,
+} from '@nestjs/terminus';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { DataSource } from 'typeorm';
@@ -24,7 +30,14 @@ export class HealthController {
 
   /** Liveness: the process is up and serving HTTP. */
   @Get('healthz')
-  @ApiOkResponse({ schema: { type: 'object', required: ['status'], additionalProperties: false, properties: { status: { type: 'string', enum: ['ok'] } } } })
+  @ApiOkResponse({
+    schema: {
+      type: 'object',
+      required: ['status'],
+      additionalProperties: false,
+      properties: { status: { type: 'string', enum: ['ok'] } },
+    },
+  })
   healthz(): { status: 'ok' } {
     return { status: 'ok' };
   }
@@ -39,14 +52,22 @@ export class HealthController {
   @HealthCheck()
   async readyz(): Promise<HealthCheckResult> {
     try {
-      return await this.health.check([() => this.db.pingCheck('database', { timeout: CHECK_TIMEOUT_MS }), () => this.migrationsCheck()]);
+      return await this.health.check([
+        () => this.db.pingCheck('database', { timeout: CHECK_TIMEOUT_MS }),
+        () => this.migrationsCheck(),
+      ]);
     } catch (err) {
       if (!(err instanceof ServiceUnavailableException)) throw err;
       const failed = (err.getResponse() as HealthCheckResult).error ?? {};
       const details = Object.entries(failed).map(([check, state]) => ({ check, ...state }));
-      if ('database' in failed) throw new DomainError('DATABASE_UNAVAILABLE', 'not ready: the database does not answer', details);
+      if ('database' in failed)
+        throw new DomainError('DATABASE_UNAVAILABLE', 'not ready: the database does not answer', details);
       const pending = (failed.migrations as { pending?: string[] } | undefined)?.pending;
-      throw new DomainError('SERVICE_UNAVAILABLE', pending ? 'not ready: migrations are pending' : 'not ready: the migrations could not be read', details);
+      throw new DomainError(
+        'SERVICE_UNAVAILABLE',
+        pending ? 'not ready: migrations are pending' : 'not ready: the migrations could not be read',
+        details,
+      );
     }
   }
 

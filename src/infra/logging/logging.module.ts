@@ -24,7 +24,11 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
           customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) =>
             err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug',
           serializers: {
-            req: (req: { id: string; method: string; url: string }) => ({ id: req.id, method: req.method, url: req.url }),
+            req: (req: { id: string; method: string; url: string }) => ({
+              id: req.id,
+              method: req.method,
+              url: req.url,
+            }),
           },
         },
       }),

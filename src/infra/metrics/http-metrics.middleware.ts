@@ -9,7 +9,9 @@ import { MetricsService } from './metrics.service';
 export function httpMetricsMiddleware(metrics: MetricsService): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     const end = metrics.httpRequests.startTimer({ method: req.method });
-    res.once('finish', () => end({ route: (req.route as { path?: string } | undefined)?.path ?? 'unmatched', status: String(res.statusCode) }));
+    res.once('finish', () =>
+      end({ route: (req.route as { path?: string } | undefined)?.path ?? 'unmatched', status: String(res.statusCode) }),
+    );
     next();
   };
 }

@@ -38,7 +38,11 @@ export class InvariantsService {
 
   async check(): Promise<InvariantsReport> {
     const checkedAt = new Date().toISOString();
-    const [outcomes, active, facts] = await Promise.all([this.jobs.outcomeCounts(), this.jobs.activeCounts(), this.jobs.jobFactMismatches(MAX_REPORTED)]);
+    const [outcomes, active, facts] = await Promise.all([
+      this.jobs.outcomeCounts(),
+      this.jobs.activeCounts(),
+      this.jobs.jobFactMismatches(MAX_REPORTED),
+    ]);
     const counters = await this.groups.counterMismatches(outcomes);
     const runs = await this.runs.runMismatches(active);
     const usage = await this.billing.usageMismatches(MAX_REPORTED);

@@ -7,5 +7,8 @@ import { BillingModule } from './billing.module';
 import { CostController } from './cost.controller';
 
 /** The cost routes under a run: they check run access through RunsModule, which itself uses BillingModule. */
-@Module({ imports: [BillingModule, RunsModule, JobGroupsModule, ProjectsModule, UsersModule], controllers: [CostController] })
+@Module({
+  imports: [BillingModule, RunsModule, JobGroupsModule, ProjectsModule, UsersModule],
+  controllers: [CostController],
+})
 export class BillingCostModule {}

@@ -13,7 +13,17 @@ import { AdminResourcesController, ResourcesController } from './resources.contr
  * pass the ids it needs), so Runs and Workers can use it; the run-scoped cost routes live in BillingCostModule.
  */
 @Module({
-  imports: [TypeOrmModule.forFeature([Resource, BillingAttempt, SubmissionResource, BillingJobUsage, BillingGroupUsage, BillingRunUsage, BillingDailyUsage])],
+  imports: [
+    TypeOrmModule.forFeature([
+      Resource,
+      BillingAttempt,
+      SubmissionResource,
+      BillingJobUsage,
+      BillingGroupUsage,
+      BillingRunUsage,
+      BillingDailyUsage,
+    ]),
+  ],
   controllers: [ResourcesController, AdminResourcesController],
   providers: [BillingRepository, BillingService],
   exports: [BillingService],

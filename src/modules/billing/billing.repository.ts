@@ -138,7 +138,13 @@ export class BillingRepository {
    * groups by id, run, day rows; the scalar subqueries below run the inserts in that order), so concurrent accruals
    * never deadlock; shard `token` spreads the hot rows. Returns whether anything accrued.
    */
-  async accrue(m: EntityManager, submissionId: string, toNow: boolean, close: boolean, token: number): Promise<boolean> {
+  async accrue(
+    m: EntityManager,
+    submissionId: string,
+    toNow: boolean,
+    close: boolean,
+    token: number,
+  ): Promise<boolean> {
     const [row] = await preparedQuery<{ n: string }>(
       m,
       'billing_accrue',
@@ -209,7 +215,10 @@ export class BillingRepository {
    * joined unnest, not `= ANY(...)`: for a page's 4,000 ids the planner estimated `= ANY` element by element, and
    * planning took longer than running (9–12 ms against 5 ms in all).
    */
-  submissionCosts(submissionIds: string[], m: EntityManager = this.dataSource.manager): Promise<{ id: string; cost: string }[]> {
+  submissionCosts(
+    submissionIds: string[],
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<{ id: string; cost: string }[]> {
     if (submissionIds.length === 0) return Promise.resolve([]);
     return m.query(
       `SELECT a.submission_id AS id,
@@ -253,7 +262,11 @@ export class BillingRepository {
    * caller text), summing the shards. Dates are inclusive.
    */
   report(projectId: string, from: string, to: string, by: ReportDimension[], limit: number): Promise<ReportRow[]> {
-    const column: Record<ReportDimension, string> = { user: 'u.user_id::text AS "userId"', day: `to_char(u.day, 'YYYY-MM-DD') AS day`, resource: 'r.name AS resource, r.unit' };
+    const column: Record<ReportDimension, string> = {
+      user: 'u.user_id::text AS "userId"',
+      day: `to_char(u.day, 'YYYY-MM-DD') AS day`,
+      resource: 'r.name AS resource, r.unit',
+    };
     const groupBy: Record<ReportDimension, string> = { user: 'u.user_id', day: 'u.day', resource: 'r.name, r.unit' };
     const select = by.map((d) => column[d]);
     const group = by.map((d) => groupBy[d]);
@@ -275,7 +288,9 @@ export class BillingRepository {
     let removed = 0;
     for (const t of SHARDED) {
       const keys = t.keys.join(', ');
-      const before: { total: string }[] = await m.query(`SELECT coalesce(SUM(usage), 0)::text AS total FROM ${t.table}`);
+      const before: { total: string }[] = await m.query(
+        `SELECT coalesce(SUM(usage), 0)::text AS total FROM ${t.table}`,
+      );
       const [row] = await m.query(
         `WITH spread AS (
            SELECT ${keys} FROM ${t.table} GROUP BY ${keys} HAVING count(*) > 1 ORDER BY ${keys} LIMIT $1
@@ -291,7 +306,8 @@ export class BillingRepository {
         [limit],
       );
       const after: { total: string }[] = await m.query(`SELECT coalesce(SUM(usage), 0)::text AS total FROM ${t.table}`);
-      if (before[0].total !== after[0].total) throw new Error(`shard compaction of ${t.table} changed its total: ${before[0].total} → ${after[0].total}`);
+      if (before[0].total !== after[0].total)
+        throw new Error(`shard compaction of ${t.table} changed its total: ${before[0].total} → ${after[0].total}`);
       removed += row.removed;
     }
     return removed;

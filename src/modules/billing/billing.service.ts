@@ -12,7 +12,12 @@ export type { NewAttempt };
 const num = (s: string) => Number(Number(s).toFixed(10));
 
 function toCostReport(rows: CostRow[]): CostReport {
-  const breakdown = rows.map((r) => ({ resource: r.resource, usage: num(r.usage), unit: r.unit, cost_usd: num(r.cost) }));
+  const breakdown = rows.map((r) => ({
+    resource: r.resource,
+    usage: num(r.usage),
+    unit: r.unit,
+    cost_usd: num(r.cost),
+  }));
   const total = rows.reduce((s, r) => s + Number(r.cost), 0);
   const running = rows.reduce((s, r) => s + Number(r.running), 0);
   return { total_usd: num(String(total)), running_usd: num(String(running)), breakdown };
@@ -49,7 +54,9 @@ export class BillingService {
   /** A new version of a rate; usage already pinned to older versions keeps their rates. */
   async addRateVersion(body: NewRateDto): Promise<ResourceView> {
     try {
-      const row = await this.tx.run((m) => this.billing.insertVersion(m, body.name, body.rate_usd_per_unit_hour, body.unit ?? null));
+      const row = await this.tx.run((m) =>
+        this.billing.insertVersion(m, body.name, body.rate_usd_per_unit_hour, body.unit ?? null),
+      );
       if (!row) throw validationFailed('unit', `is required for the new resource ${body.name}`);
       return toResourceView(row);
     } catch (err) {
@@ -107,19 +114,30 @@ export class BillingService {
     if (limitUsd === null || limitUsd === undefined) return;
     const { total_usd } = await this.projectCost(projectId);
     if (total_usd >= Number(limitUsd)) {
-      throw new DomainError('BILLING_LIMIT_EXCEEDED', `the project has accrued ${total_usd} USD, at or over its billing limit of ${limitUsd} USD`);
+      throw new DomainError(
+        'BILLING_LIMIT_EXCEEDED',
+        `the project has accrued ${total_usd} USD, at or over its billing limit of ${limitUsd} USD`,
+      );
     }
   }
 
   /** A project's billing report between two UTC dates (inclusive), grouped by any of user, day, resource. */
-  async report(projectId: string, from: string, to: string, by: ReportDimension[]): Promise<(Omit<BillingReportRow, 'user'> & { userId?: string })[]> {
+  async report(
+    projectId: string,
+    from: string,
+    to: string,
+    by: ReportDimension[],
+  ): Promise<(Omit<BillingReportRow, 'user'> & { userId?: string })[]> {
     if (Number.isNaN(Date.parse(`${from}T00:00:00Z`))) throw validationFailed('from', 'is not a valid date');
     if (Number.isNaN(Date.parse(`${to}T00:00:00Z`))) throw validationFailed('to', 'is not a valid date');
     if (to < from) throw validationFailed('to', 'must not be before from');
     // One more than the maximum tells a report too big for one answer: refused, never cut silently.
     const rows = await this.billing.report(projectId, from, to, by, MAX_REPORT_ROWS + 1);
     if (rows.length > MAX_REPORT_ROWS) {
-      throw validationFailed('to', `the report would have more than ${MAX_REPORT_ROWS} rows; narrow from/to or group by fewer of user, day, resource`);
+      throw validationFailed(
+        'to',
+        `the report would have more than ${MAX_REPORT_ROWS} rows; narrow from/to or group by fewer of user, day, resource`,
+      );
     }
     return rows.map((r) => ({
       ...(r.userId !== undefined ? { userId: r.userId } : {}),

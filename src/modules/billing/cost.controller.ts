@@ -1,6 +1,12 @@
 import { Controller, Get, Param, Query, UseInterceptors } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
-import { ApiAuthenticated, ApiErrors, ApiGroupParam, ApiProjectParam, ApiUuidParam } from '../../common/openapi/api-docs';
+import {
+  ApiAuthenticated,
+  ApiErrors,
+  ApiGroupParam,
+  ApiProjectParam,
+  ApiUuidParam,
+} from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { IntParamPipe } from '../../common/validation/params';
 import { JobGroupsService } from '../job-groups/job-groups.service';
@@ -33,7 +39,11 @@ export class CostController {
   @Get('billing')
   @ApiOkResponse({ type: BillingReport })
   @ApiErrors(400, 404)
-  async report(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Query() q: BillingReportQueryDto): Promise<BillingReport> {
+  async report(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Query() q: BillingReportQueryDto,
+  ): Promise<BillingReport> {
     const access = await this.projects.requireAccess(p, project);
     const by = [...new Set((q.group_by ?? 'day').split(','))] as ReportDimension[];
     const rows = await this.billing.report(access.projectId, q.from, q.to, by);
@@ -45,7 +55,11 @@ export class CostController {
   @ApiUuidParam('runId', 'Run')
   @ApiOkResponse({ type: CostReport })
   @ApiErrors(400, 404)
-  async runCost(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string): Promise<CostReport> {
+  async runCost(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+  ): Promise<CostReport> {
     const { run } = await this.runs.requireRun(p, project, runId);
     return this.billing.runCost(run.id);
   }
@@ -55,7 +69,12 @@ export class CostController {
   @ApiGroupParam()
   @ApiOkResponse({ type: CostReport })
   @ApiErrors(400, 404)
-  async groupCost(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Param('g', group) g: number): Promise<CostReport> {
+  async groupCost(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+    @Param('g', group) g: number,
+  ): Promise<CostReport> {
     const { run } = await this.runs.requireRun(p, project, runId);
     await this.groups.requireGroup(run.id, g);
     return this.billing.groupCost(run.id, g);

@@ -69,7 +69,12 @@ export class JobGroupsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   /** Inserts groups with their closure rows and zeroed counters. `ancestors` maps a group to its [self, parent, ...]. */
-  async insertGroups(m: EntityManager, runId: string, groups: NewGroup[], ancestors: Map<number, number[]>): Promise<void> {
+  async insertGroups(
+    m: EntityManager,
+    runId: string,
+    groups: NewGroup[],
+    ancestors: Map<number, number[]>,
+  ): Promise<void> {
     if (groups.length === 0) return;
     await m.query(
       `INSERT INTO job_groups (run_id, job_group_id, parent_id, depth, attributes, cancel_after_n_failures)
@@ -89,11 +94,16 @@ export class JobGroupsRepository {
        SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[])`,
       [runId, closure.map((r) => r[0]), closure.map((r) => r[1]), closure.map((r) => r[2])],
     );
-    await m.query(`INSERT INTO job_group_counters (run_id, job_group_id) SELECT $1, unnest($2::int[])`, [runId, groups.map((g) => g.jobGroupId)]);
+    await m.query(`INSERT INTO job_group_counters (run_id, job_group_id) SELECT $1, unnest($2::int[])`, [
+      runId,
+      groups.map((g) => g.jobGroupId),
+    ]);
   }
 
   async nextGroupId(m: EntityManager, runId: string): Promise<number> {
-    const [row] = await m.query(`SELECT coalesce(max(job_group_id), 0) + 1 AS next FROM job_groups WHERE run_id = $1`, [runId]);
+    const [row] = await m.query(`SELECT coalesce(max(job_group_id), 0) + 1 AS next FROM job_groups WHERE run_id = $1`, [
+      runId,
+    ]);
     return Number(row.next);
   }
 
@@ -145,13 +155,29 @@ export class JobGroupsRepository {
               coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying"
          FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
         ORDER BY l.level`,
-      [runId, jobGroupId, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0, active.nProvisioning ?? 0, active.nRunning ?? 0, active.nRetrying ?? 0, d.nAborted ?? 0],
+      [
+        runId,
+        jobGroupId,
+        d.nJobs ?? 0,
+        d.nCompleted ?? 0,
+        d.nSucceeded ?? 0,
+        d.nFailed ?? 0,
+        d.nCancelled ?? 0,
+        active.nProvisioning ?? 0,
+        active.nRunning ?? 0,
+        active.nRetrying ?? 0,
+        d.nAborted ?? 0,
+      ],
     );
     return { levels: rows.map(({ counted: _, ...level }) => level), counted: rows[0]?.counted ?? false };
   }
 
   /** Moves the run's active counts on its root counters row (locking it); the row as it stands afterwards. */
-  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<Counts & ActiveCounts & { cancelled: boolean }> {
+  async moveActive(
+    m: EntityManager,
+    runId: string,
+    d: ActiveDelta,
+  ): Promise<Counts & ActiveCounts & { cancelled: boolean }> {
     const [row] = await preparedQuery<Counts & ActiveCounts & { cancelled: boolean }>(
       m,
       'job_groups_move_active',
@@ -165,11 +191,18 @@ export class JobGroupsRepository {
   }
 
   async markCancelled(m: EntityManager, runId: string, jobGroupId: number): Promise<void> {
-    await m.query(`UPDATE job_group_counters SET cancelled = true WHERE run_id = $1 AND job_group_id = $2`, [runId, jobGroupId]);
+    await m.query(`UPDATE job_group_counters SET cancelled = true WHERE run_id = $1 AND job_group_id = $2`, [
+      runId,
+      jobGroupId,
+    ]);
   }
 
   /** Direct cancellations of a group or any ancestor, earliest first. */
-  async chainCancellations(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<Cancellation[]> {
+  async chainCancellations(
+    runId: string,
+    jobGroupId: number,
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<Cancellation[]> {
     return m.query(
       `SELECT ${CANCELLATION}
          FROM job_group_self_and_ancestors sa
@@ -181,7 +214,10 @@ export class JobGroupsRepository {
   }
 
   /** For every group of the given runs that lies under a cancelled group: the earliest such cancellation. */
-  async effectiveCancellations(runIds: string[], m: EntityManager = this.dataSource.manager): Promise<(Cancellation & { runId: string; groupId: number })[]> {
+  async effectiveCancellations(
+    runIds: string[],
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<(Cancellation & { runId: string; groupId: number })[]> {
     if (runIds.length === 0) return [];
     return m.query(
       `SELECT DISTINCT ON (sa.run_id, sa.job_group_id) sa.run_id AS "runId", sa.job_group_id AS "groupId", ${CANCELLATION}
@@ -193,7 +229,12 @@ export class JobGroupsRepository {
     );
   }
 
-  async addCounts(m: EntityManager, runId: string, groupIds: number[], d: CountsDelta): Promise<(Counts & { jobGroupId: number })[]> {
+  async addCounts(
+    m: EntityManager,
+    runId: string,
+    groupIds: number[],
+    d: CountsDelta,
+  ): Promise<(Counts & { jobGroupId: number })[]> {
     if (groupIds.length === 0) return [];
     return returning(
       m,
@@ -202,7 +243,16 @@ export class JobGroupsRepository {
               n_failed = n_failed + $6, n_cancelled = n_cancelled + $7, n_aborted = n_aborted + $8
         WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
         RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
-      [runId, groupIds, d.nJobs ?? 0, d.nCompleted ?? 0, d.nSucceeded ?? 0, d.nFailed ?? 0, d.nCancelled ?? 0, d.nAborted ?? 0],
+      [
+        runId,
+        groupIds,
+        d.nJobs ?? 0,
+        d.nCompleted ?? 0,
+        d.nSucceeded ?? 0,
+        d.nFailed ?? 0,
+        d.nCancelled ?? 0,
+        d.nAborted ?? 0,
+      ],
     );
   }
 
@@ -219,10 +269,19 @@ export class JobGroupsRepository {
 
   async setState(m: EntityManager, runId: string, groupIds: number[], state: 'running' | 'complete'): Promise<void> {
     if (groupIds.length === 0) return;
-    await m.query(`UPDATE job_groups SET state = $3 WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND state <> $3`, [runId, groupIds, state]);
+    await m.query(
+      `UPDATE job_groups SET state = $3 WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND state <> $3`,
+      [runId, groupIds, state],
+    );
   }
 
-  async insertCancellation(m: EntityManager, runId: string, jobGroupId: number, by: string, reason: string): Promise<Cancellation> {
+  async insertCancellation(
+    m: EntityManager,
+    runId: string,
+    jobGroupId: number,
+    by: string,
+    reason: string,
+  ): Promise<Cancellation> {
     const [row] = await m.query(
       `INSERT INTO job_groups_cancelled AS x (run_id, job_group_id, cancelled_by, reason) VALUES ($1, $2, $3, $4)
        RETURNING ${CANCELLATION}`,
@@ -239,12 +298,17 @@ export class JobGroupsRepository {
   }
 
   async markSwept(m: EntityManager, runId: string, jobGroupId: number): Promise<void> {
-    await m.query(`UPDATE job_groups_cancelled SET swept_at = now() WHERE run_id = $1 AND job_group_id = $2`, [runId, jobGroupId]);
+    await m.query(`UPDATE job_groups_cancelled SET swept_at = now() WHERE run_id = $1 AND job_group_id = $2`, [
+      runId,
+      jobGroupId,
+    ]);
   }
 
   /** Every group's counters, for the invariants check. */
   async allCounters(): Promise<(Counts & { runId: string; jobGroupId: number })[]> {
-    return this.dataSource.query(`SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c`);
+    return this.dataSource.query(
+      `SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c`,
+    );
   }
 
   /** Counter rows whose cancelled flag disagrees with job_groups_cancelled. */
@@ -263,11 +327,20 @@ export class JobGroupsRepository {
   }
 
   async cancelledRunIds(): Promise<string[]> {
-    return (await this.dataSource.query(`SELECT DISTINCT run_id AS "runId" FROM job_groups_cancelled`)).map((r: { runId: string }) => r.runId);
+    return (await this.dataSource.query(`SELECT DISTINCT run_id AS "runId" FROM job_groups_cancelled`)).map(
+      (r: { runId: string }) => r.runId,
+    );
   }
 
-  async countsOf(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<(Counts & ActiveCounts) | null> {
-    const [row] = await m.query(`SELECT ${COUNTS}, ${ACTIVE} FROM job_group_counters c WHERE c.run_id = $1 AND c.job_group_id = $2`, [runId, jobGroupId]);
+  async countsOf(
+    runId: string,
+    jobGroupId: number,
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<(Counts & ActiveCounts) | null> {
+    const [row] = await m.query(
+      `SELECT ${COUNTS}, ${ACTIVE} FROM job_group_counters c WHERE c.run_id = $1 AND c.job_group_id = $2`,
+      [runId, jobGroupId],
+    );
     return row ?? null;
   }
 
@@ -275,7 +348,10 @@ export class JobGroupsRepository {
    * Root counters and active counts of several runs, with whether any group of the run is cancelled: what a run
    * view's job_counts derive from (one index read per run, whatever the run holds).
    */
-  async rootCountersOf(runIds: string[], m: EntityManager = this.dataSource.manager): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
+  async rootCountersOf(
+    runIds: string[],
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
     if (runIds.length === 0) return new Map();
     const rows: (Counts & ActiveCounts & { runId: string; anyCancelled: boolean })[] = await m.query(
       `SELECT c.run_id AS "runId", ${COUNTS}, ${ACTIVE},

@@ -2,7 +2,15 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
-import { Cancellation, cancelledJobOutcome, GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
+import {
+  Cancellation,
+  cancelledJobOutcome,
+  GroupCounts,
+  GroupStatus,
+  JobGroupView,
+  MAX_DEPTH,
+  toCancellationView,
+} from './dto/job-group.dto';
 import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
 import { ActiveCounts, ActiveDelta, ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
@@ -20,7 +28,6 @@ export interface Chain {
 
 /** A job's counted outcome; `aborted` is a cancellation that shows as `aborted` (counted in n_cancelled and n_aborted). */
 export type JobOutcome = 'succeeded' | 'failed' | 'cancelled' | 'aborted';
-
 
 export interface GroupTreeRequest {
   ref: string;
@@ -45,7 +52,9 @@ export interface RootChange {
 }
 
 const groupCancelled = (id: number, c: Cancellation) =>
-  new DomainError('GROUP_CANCELLED', `job group ${id} is cancelled (group ${c.jobGroupId}: ${c.reason})`, [{ job_group_id: c.jobGroupId, reason: c.reason }]);
+  new DomainError('GROUP_CANCELLED', `job group ${id} is cancelled (group ${c.jobGroupId}: ${c.reason})`, [
+    { job_group_id: c.jobGroupId, reason: c.reason },
+  ]);
 
 /**
  * The job-group tree of a run: creation (closure rows written once), recursive counters, and cancellation that
@@ -68,12 +77,21 @@ export class JobGroupsService {
       if (byRef.has(g.ref)) throw fieldError(`job_groups[${i}].ref`, `duplicates ref ${g.ref}`);
       byRef.set(g.ref, g);
     });
-    const rows: NewGroup[] = [{ jobGroupId: 0, parentId: null, depth: 0, attributes: {}, cancelAfterNFailures: root.cancelAfterNFailures ?? null }];
+    const rows: NewGroup[] = [
+      {
+        jobGroupId: 0,
+        parentId: null,
+        depth: 0,
+        attributes: {},
+        cancelAfterNFailures: root.cancelAfterNFailures ?? null,
+      },
+    ];
     const ancestors = new Map<number, number[]>([[0, [0]]]);
     const place = (g: GroupTreeRequest, path: string[]): number => {
       const known = ids.get(g.ref);
       if (known !== undefined) return known;
-      if (path.includes(g.ref)) throw fieldError('job_groups', `parent_ref cycle through ${[...path, g.ref].join(' → ')}`);
+      if (path.includes(g.ref))
+        throw fieldError('job_groups', `parent_ref cycle through ${[...path, g.ref].join(' → ')}`);
       let parentId = 0;
       if (g.parentRef !== undefined) {
         const parent = byRef.get(g.parentRef);
@@ -82,9 +100,19 @@ export class JobGroupsService {
       }
       const chain = [rows.length, ...ancestors.get(parentId)!];
       const depth = chain.length - 1;
-      if (depth > MAX_DEPTH) throw new DomainError('MAX_DEPTH_EXCEEDED', `job group ${g.ref} would be at depth ${depth}; at most ${MAX_DEPTH} levels below the root`);
+      if (depth > MAX_DEPTH)
+        throw new DomainError(
+          'MAX_DEPTH_EXCEEDED',
+          `job group ${g.ref} would be at depth ${depth}; at most ${MAX_DEPTH} levels below the root`,
+        );
       const id = rows.length;
-      rows.push({ jobGroupId: id, parentId, depth, attributes: g.attributes ?? {}, cancelAfterNFailures: g.cancelAfterNFailures ?? null });
+      rows.push({
+        jobGroupId: id,
+        parentId,
+        depth,
+        attributes: g.attributes ?? {},
+        cancelAfterNFailures: g.cancelAfterNFailures ?? null,
+      });
       ancestors.set(id, chain);
       ids.set(g.ref, id);
       return id;
@@ -95,7 +123,12 @@ export class JobGroupsService {
   }
 
   /** Counts new jobs of a new run into their groups and every ancestor (`jobsPerGroup`: direct jobs per group). */
-  async countNewJobs(m: EntityManager, runId: string, ancestors: Map<number, number[]>, jobsPerGroup: Map<number, number>): Promise<void> {
+  async countNewJobs(
+    m: EntityManager,
+    runId: string,
+    ancestors: Map<number, number[]>,
+    jobsPerGroup: Map<number, number>,
+  ): Promise<void> {
     const recursive = new Map<number, number>();
     for (const [g, n] of jobsPerGroup) for (const a of ancestors.get(g)!) recursive.set(a, (recursive.get(a) ?? 0) + n);
     await this.groups.addJobCounts(m, runId, recursive);
@@ -103,13 +136,28 @@ export class JobGroupsService {
   }
 
   /** A new group under `parentId`; refused under a cancelled group and below depth 5. */
-  async createGroup(m: EntityManager, runId: string, parentId: number, attributes: Record<string, unknown>, cancelAfterNFailures: number | null): Promise<number> {
+  async createGroup(
+    m: EntityManager,
+    runId: string,
+    parentId: number,
+    attributes: Record<string, unknown>,
+    cancelAfterNFailures: number | null,
+  ): Promise<number> {
     const chain = await this.lockChain(m, runId, parentId);
     if (chain.cancellation) throw groupCancelled(parentId, chain.cancellation);
     const depth = chain.levels.length;
-    if (depth > MAX_DEPTH) throw new DomainError('MAX_DEPTH_EXCEEDED', `a group under ${parentId} would be at depth ${depth}; at most ${MAX_DEPTH} levels below the root`);
+    if (depth > MAX_DEPTH)
+      throw new DomainError(
+        'MAX_DEPTH_EXCEEDED',
+        `a group under ${parentId} would be at depth ${depth}; at most ${MAX_DEPTH} levels below the root`,
+      );
     const id = await this.groups.nextGroupId(m, runId);
-    await this.groups.insertGroups(m, runId, [{ jobGroupId: id, parentId, depth, attributes, cancelAfterNFailures }], new Map([[id, [id, ...chain.levels.map((l) => l.jobGroupId)]]]));
+    await this.groups.insertGroups(
+      m,
+      runId,
+      [{ jobGroupId: id, parentId, depth, attributes, cancelAfterNFailures }],
+      new Map([[id, [id, ...chain.levels.map((l) => l.jobGroupId)]]]),
+    );
     return id;
   }
 
@@ -121,7 +169,12 @@ export class JobGroupsService {
   }
 
   /** The cancellation records behind a locked chain's flags (read only when a flag is set: rarely). */
-  private async withCancellations(m: EntityManager, runId: string, jobGroupId: number, levels: ChainLevel[]): Promise<Chain> {
+  private async withCancellations(
+    m: EntityManager,
+    runId: string,
+    jobGroupId: number,
+    levels: ChainLevel[],
+  ): Promise<Chain> {
     if (!levels.some((l) => l.cancelled)) return { runId, levels, cancellation: null, stopReason: null };
     const cancellations = await this.groups.chainCancellations(runId, jobGroupId, m);
     const stop = cancellations.find((c) => c.jobGroupId === 0);
@@ -172,20 +225,43 @@ export class JobGroupsService {
   }
 
   /** After an outcome was counted into `levels` (current counts): complete groups, fail-fast, the root's state. */
-  private async afterCounting(m: EntityManager, chain: Chain, levels: ChainLevel[], outcome: JobOutcome): Promise<{ cancellations: Cancellation[]; root: RootState }> {
-    await this.groups.setState(m, chain.runId, levels.filter((l) => l.nCompleted === l.nJobs).map((l) => l.jobGroupId), 'complete');
+  private async afterCounting(
+    m: EntityManager,
+    chain: Chain,
+    levels: ChainLevel[],
+    outcome: JobOutcome,
+  ): Promise<{ cancellations: Cancellation[]; root: RootState }> {
+    await this.groups.setState(
+      m,
+      chain.runId,
+      levels.filter((l) => l.nCompleted === l.nJobs).map((l) => l.jobGroupId),
+      'complete',
+    );
     const made: Cancellation[] = [];
     if (outcome === 'failed') {
       for (let i = 0; i < levels.length; i++) {
         const l = levels[i];
         if (l.cancelAfterNFailures === null || l.nFailed < l.cancelAfterNFailures) continue;
-        const { cancellation, updated } = await this.cancelLocked(m, chain.runId, levels.slice(i), 'system', 'fail_fast');
+        const { cancellation, updated } = await this.cancelLocked(
+          m,
+          chain.runId,
+          levels.slice(i),
+          'system',
+          'fail_fast',
+        );
         made.push(cancellation);
-        for (const u of updated) Object.assign(levels.find((x) => x.jobGroupId === u.jobGroupId)!, u);
+        for (const u of updated)
+          Object.assign(
+            levels.find((x) => x.jobGroupId === u.jobGroupId)!,
+            u,
+          );
       }
     }
     const stop = made.find((c) => c.jobGroupId === 0);
-    return { cancellations: made, root: { counts: { ...levels[levels.length - 1] }, stopReason: stop?.reason ?? chain.stopReason } };
+    return {
+      cancellations: made,
+      root: { counts: { ...levels[levels.length - 1] }, stopReason: stop?.reason ?? chain.stopReason },
+    };
   }
 
   /** The root's state as a locked chain holds it (the chain's last level is group 0, locked and current). */
@@ -232,8 +308,18 @@ export class JobGroupsService {
     const k = target.nJobs - target.nCompleted;
     if (k === 0) return { cancellation, updated: [] };
     const aborted = cancelledJobOutcome(cancellation).status === 'aborted' ? k : 0;
-    const updated = await this.groups.addCounts(m, runId, levels.map((l) => l.jobGroupId), { nCompleted: k, nCancelled: k, nAborted: aborted });
-    await this.groups.setState(m, runId, updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId), 'complete');
+    const updated = await this.groups.addCounts(
+      m,
+      runId,
+      levels.map((l) => l.jobGroupId),
+      { nCompleted: k, nCancelled: k, nAborted: aborted },
+    );
+    await this.groups.setState(
+      m,
+      runId,
+      updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId),
+      'complete',
+    );
     return { cancellation, updated };
   }
 
@@ -279,7 +365,13 @@ export class JobGroupsService {
       const d = tally.get(key(runId, jobGroupId));
       if (!d) continue;
       const cancelledBelow = cancellations.get(runId)?.has(jobGroupId) ?? false;
-      const e = expected.get(key(runId, ancestorId)) ?? { n_jobs: 0, n_completed: 0, n_succeeded: 0, n_failed: 0, n_cancelled: 0 };
+      const e = expected.get(key(runId, ancestorId)) ?? {
+        n_jobs: 0,
+        n_completed: 0,
+        n_succeeded: 0,
+        n_failed: 0,
+        n_cancelled: 0,
+      };
       const cancelled = d.nCancelled + (cancelledBelow ? d.nUncounted : 0);
       e.n_jobs += d.nJobs;
       e.n_succeeded += d.nSucceeded;
@@ -291,21 +383,37 @@ export class JobGroupsService {
       expectedAborted.set(key(runId, ancestorId), (expectedAborted.get(key(runId, ancestorId)) ?? 0) + aborted);
     }
     const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
-      (r) => `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ${r.flag ? 'has no row' : 'has one'}`,
+      (r) =>
+        `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ${r.flag ? 'has no row' : 'has one'}`,
     );
     for (const c of await this.groups.allCounters()) {
       const shown = effectiveCounts(c, cancellations.get(c.runId)?.has(c.jobGroupId) ?? false);
-      const want = expected.get(key(c.runId, c.jobGroupId)) ?? { n_jobs: 0, n_completed: 0, n_succeeded: 0, n_failed: 0, n_cancelled: 0 };
-      if (JSON.stringify(shown) !== JSON.stringify(want)) out.push(`run ${c.runId} group ${c.jobGroupId}: counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`);
+      const want = expected.get(key(c.runId, c.jobGroupId)) ?? {
+        n_jobs: 0,
+        n_completed: 0,
+        n_succeeded: 0,
+        n_failed: 0,
+        n_cancelled: 0,
+      };
+      if (JSON.stringify(shown) !== JSON.stringify(want))
+        out.push(
+          `run ${c.runId} group ${c.jobGroupId}: counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`,
+        );
       const shownAborted = c.nAborted + (abortedBy(c.runId, c.jobGroupId) ? c.nJobs - c.nCompleted : 0);
       const wantAborted = expectedAborted.get(key(c.runId, c.jobGroupId)) ?? 0;
-      if (shownAborted !== wantAborted) out.push(`run ${c.runId} group ${c.jobGroupId}: counters say ${shownAborted} aborted but jobs say ${wantAborted}`);
+      if (shownAborted !== wantAborted)
+        out.push(
+          `run ${c.runId} group ${c.jobGroupId}: counters say ${shownAborted} aborted but jobs say ${wantAborted}`,
+        );
     }
     return out;
   }
 
   /** Root counters of runs, with whether each has a cancelled group (see JobGroupsRepository.rootCountersOf). */
-  rootCountersOf(runIds: string[], m?: EntityManager): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
+  rootCountersOf(
+    runIds: string[],
+    m?: EntityManager,
+  ): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
     return this.groups.rootCountersOf(runIds, m);
   }
 
@@ -324,7 +432,12 @@ export class JobGroupsService {
     for (const r of rows) {
       let perRun = out.get(r.runId);
       if (!perRun) out.set(r.runId, (perRun = new Map()));
-      perRun.set(r.groupId, { jobGroupId: r.jobGroupId, cancelledAt: r.cancelledAt, cancelledBy: r.cancelledBy, reason: r.reason });
+      perRun.set(r.groupId, {
+        jobGroupId: r.jobGroupId,
+        cancelledAt: r.cancelledAt,
+        cancelledBy: r.cancelledBy,
+        reason: r.reason,
+      });
     }
     return out;
   }
@@ -345,8 +458,16 @@ export class JobGroupsService {
     await this.requireGroup(runId, jobGroupId);
     const after = cursor ? (decodeCursor(cursor, ['number'])[0] as number) : undefined;
     const rows = await this.groups.children(runId, jobGroupId, after, limit + 1);
-    const page = toPage(rows, limit, (g) => [g.jobGroupId], (g) => g);
-    const counts = await this.groups.countersOfGroups(runId, page.items.map((g) => g.jobGroupId));
+    const page = toPage(
+      rows,
+      limit,
+      (g) => [g.jobGroupId],
+      (g) => g,
+    );
+    const counts = await this.groups.countersOfGroups(
+      runId,
+      page.items.map((g) => g.jobGroupId),
+    );
     const cancellations = (await this.effectiveCancellations([runId])).get(runId) ?? new Map<number, Cancellation>();
     return {
       items: page.items.map((g) => toView(g, counts.get(g.jobGroupId)!, cancellations.get(g.jobGroupId) ?? null)),
@@ -381,7 +502,13 @@ function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDe
 
 function outcomeDelta(outcome: JobOutcome) {
   const cancelled = outcome === 'cancelled' || outcome === 'aborted';
-  return { nCompleted: 1, nSucceeded: outcome === 'succeeded' ? 1 : 0, nFailed: outcome === 'failed' ? 1 : 0, nCancelled: cancelled ? 1 : 0, nAborted: outcome === 'aborted' ? 1 : 0 };
+  return {
+    nCompleted: 1,
+    nSucceeded: outcome === 'succeeded' ? 1 : 0,
+    nFailed: outcome === 'failed' ? 1 : 0,
+    nCancelled: cancelled ? 1 : 0,
+    nAborted: outcome === 'aborted' ? 1 : 0,
+  };
 }
 
 function fieldError(field: string, message: string): DomainError {

@@ -91,9 +91,7 @@ export class JobsRepository {
    */
   async firstJobsOfRuns(runIds: string[], perRun: number, m: EntityManager = this.dataSource.manager): Promise<Job[]> {
     if (runIds.length === 0 || perRun <= 0) return [];
-    const columns = m.connection
-      .getMetadata(Job)
-      .columns.filter((c) => c.propertyName !== 'spec');
+    const columns = m.connection.getMetadata(Job).columns.filter((c) => c.propertyName !== 'spec');
     const text = `SELECT ${columns.map((c) => `j.${c.databaseName} AS "${c.propertyName}"`).join(', ')}
          FROM unnest($1::uuid[]) WITH ORDINALITY AS r(id, ord)
         CROSS JOIN LATERAL (
@@ -104,10 +102,15 @@ export class JobsRepository {
     const params = [runIds, perRun];
     if (m.queryRunner?.isTransactionActive) {
       // Inside the caller's transaction: the settings are put back as they were once the statement has run.
-      const [before] = await m.query(`SELECT ${PLANNER_SETTINGS.map((name) => `current_setting('${name}') AS ${name}`).join(', ')}`);
+      const [before] = await m.query(
+        `SELECT ${PLANNER_SETTINGS.map((name) => `current_setting('${name}') AS ${name}`).join(', ')}`,
+      );
       await m.query(`SELECT ${PLANNER_SETTINGS.map((name) => `set_config('${name}', 'off', true)`).join(', ')}`);
       const rows: Job[] = await m.query(text, params);
-      await m.query(`SELECT ${PLANNER_SETTINGS.map((name, i) => `set_config('${name}', $${i + 1}, true)`).join(', ')}`, PLANNER_SETTINGS.map((name) => before[name]));
+      await m.query(
+        `SELECT ${PLANNER_SETTINGS.map((name, i) => `set_config('${name}', $${i + 1}, true)`).join(', ')}`,
+        PLANNER_SETTINGS.map((name) => before[name]),
+      );
       return rows;
     }
     return m.transaction(async (inner) => {
@@ -117,7 +120,11 @@ export class JobsRepository {
   }
 
   /** Per run: its jobs in the given groups whose (latest) submission is on a worker, by status. */
-  async activeInGroups(runIds: string[], groupIds: number[], m: EntityManager = this.dataSource.manager): Promise<{ runId: string; status: string; n: number }[]> {
+  async activeInGroups(
+    runIds: string[],
+    groupIds: number[],
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<{ runId: string; status: string; n: number }[]> {
     if (runIds.length === 0) return [];
     // An active submission is always its job's latest; the lease index holds exactly the active ones.
     return m.query(
@@ -135,7 +142,11 @@ export class JobsRepository {
     return m
       .getRepository(Job)
       .createQueryBuilder('j')
-      .where('j.run_id = :runId AND j.job_num >= :fromJobNum AND j.job_num < :toJobNum', { runId, fromJobNum, toJobNum })
+      .where('j.run_id = :runId AND j.job_num >= :fromJobNum AND j.job_num < :toJobNum', {
+        runId,
+        fromJobNum,
+        toJobNum,
+      })
       .orderBy('j.job_num')
       .addOrderBy('j.replica_num')
       .getMany();
@@ -143,7 +154,10 @@ export class JobsRepository {
 
   /** A job's submissions, newest first, before `beforeNum`. */
   history(jobId: string, beforeNum: number | undefined, limit: number): Promise<JobSubmission[]> {
-    const qb = this.dataSource.getRepository(JobSubmission).createQueryBuilder('s').where('s.job_id = :jobId', { jobId });
+    const qb = this.dataSource
+      .getRepository(JobSubmission)
+      .createQueryBuilder('s')
+      .where('s.job_id = :jobId', { jobId });
     if (beforeNum !== undefined) qb.andWhere('s.submission_num < :beforeNum', { beforeNum });
     return qb.orderBy('s.submission_num', 'DESC').limit(limit).getMany();
   }
@@ -168,7 +182,11 @@ export class JobsRepository {
     if (f.after) {
       const [jobNum, replicaNum] = f.after;
       qb.andWhere(
-        new Brackets((w) => w.where('j.job_num > :jobNum', { jobNum }).orWhere('j.job_num = :jobNum AND j.replica_num > :replicaNum', { replicaNum })),
+        new Brackets((w) =>
+          w
+            .where('j.job_num > :jobNum', { jobNum })
+            .orWhere('j.job_num = :jobNum AND j.replica_num > :replicaNum', { replicaNum }),
+        ),
       );
     }
     return qb.orderBy('j.job_num').addOrderBy('j.replica_num').limit(f.limit).getMany();

@@ -4,7 +4,15 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { UUID_PATTERN } from '../../common/validation/params';
 import { Cancellation, cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
-import { JobRequestDto, JobView, MAX_RUN_VIEW_SUBMISSIONS, NewJob, SUBMISSION_STATUSES, SubmissionStatus, SubmissionView } from './dto/job-spec';
+import {
+  JobRequestDto,
+  JobView,
+  MAX_RUN_VIEW_SUBMISSIONS,
+  NewJob,
+  SUBMISSION_STATUSES,
+  SubmissionStatus,
+  SubmissionView,
+} from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
 import { DirectOutcomes, JobsRepository } from './jobs.repository';
@@ -29,7 +37,14 @@ export class JobsService {
       const jobNum = firstJobNum + i;
       const spec = { ...job.spec, resources: { ...job.spec.resources } };
       for (let replicaNum = 0; replicaNum < (job.replicas ?? 1); replicaNum++) {
-        out.push({ jobGroupId, jobNum, replicaNum, jobName: job.name ?? `job-${jobNum}`, spec, alwaysRun: job.always_run ?? false });
+        out.push({
+          jobGroupId,
+          jobNum,
+          replicaNum,
+          jobName: job.name ?? `job-${jobNum}`,
+          spec,
+          alwaysRun: job.always_run ?? false,
+        });
       }
     });
     return out;
@@ -69,13 +84,21 @@ export class JobsService {
     // by that pointer; deeper pages walk the history index.
     const byPointer = n === 0 || n === 1;
     const newestByJob = byPointer ? await this.latest.newestOf(jobs, m) : undefined;
-    const submissions = byPointer ? undefined : await this.latest.latestPerJob(jobs.map((j) => j.id), n ?? MAX_RUN_VIEW_SUBMISSIONS, m);
+    const submissions = byPointer
+      ? undefined
+      : await this.latest.latestPerJob(
+          jobs.map((j) => j.id),
+          n ?? MAX_RUN_VIEW_SUBMISSIONS,
+          m,
+        );
     for (const job of jobs) {
       const pointed = newestByJob?.get(job.id);
       const subs = submissions ? (submissions.get(job.id) ?? []) : n === 1 && pointed ? [pointed] : [];
       const newest = subs.length > 0 ? subs[subs.length - 1] : undefined;
       const latest = newestByJob ? pointed : newest?.id === job.latestSubmissionId ? newest : undefined;
-      out.get(job.runId)!.jobs.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
+      out
+        .get(job.runId)!
+        .jobs.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
     }
     return out;
   }
@@ -84,7 +107,10 @@ export class JobsService {
    * Per run, its jobs on workers (provisioning, running, terminating) in the given groups, by status: bounded by
    * what runs at once, not by what the run holds.
    */
-  async activeInGroups(groupsByRun: Map<string, number[]>, m?: EntityManager): Promise<Map<string, Partial<Record<SubmissionStatus, number>>>> {
+  async activeInGroups(
+    groupsByRun: Map<string, number[]>,
+    m?: EntityManager,
+  ): Promise<Map<string, Partial<Record<SubmissionStatus, number>>>> {
     const runIds: string[] = [];
     const groupIds: number[] = [];
     for (const [runId, groups] of groupsByRun) for (const g of groups) (runIds.push(runId), groupIds.push(g));
@@ -133,16 +159,40 @@ export class JobsService {
   }
 
   /** Jobs of some groups of a run by effective status, each with its latest submission. */
-  async listJobs(runId: string, groupIds: number[] | undefined, statuses: string[], cancellations: GroupCancellations, limit: number, cursor?: string): Promise<Page<JobView>> {
+  async listJobs(
+    runId: string,
+    groupIds: number[] | undefined,
+    statuses: string[],
+    cancellations: GroupCancellations,
+    limit: number,
+    cursor?: string,
+  ): Promise<Page<JobView>> {
     const unknown = statuses.filter((s) => !(SUBMISSION_STATUSES as readonly string[]).includes(s));
-    if (unknown.length > 0) throw new DomainError('VALIDATION_FAILED', `status has unknown values: ${unknown.join(', ')}`, [{ field: 'status', message: `must be among ${SUBMISSION_STATUSES.join(', ')}` }]);
+    if (unknown.length > 0)
+      throw new DomainError('VALIDATION_FAILED', `status has unknown values: ${unknown.join(', ')}`, [
+        { field: 'status', message: `must be among ${SUBMISSION_STATUSES.join(', ')}` },
+      ]);
     const after = cursor ? (decodeCursor(cursor, ['number', 'number']) as [number, number]) : undefined;
     const aborted: number[] = [];
     const terminated: number[] = [];
     for (const [g, c] of cancellations) (cancelledJobOutcome(c).status === 'aborted' ? aborted : terminated).push(g);
-    const rows = await this.jobs.listJobs(runId, { groupIds, statuses, terminatedGroups: terminated, abortedGroups: aborted, after, limit: limit + 1 });
-    const page = toPage(rows, limit, (j) => [j.jobNum, j.replicaNum], (j) => j);
-    const latest = new Map((await this.jobs.submissionsByIds(page.items.map((j) => j.latestSubmissionId))).map((s) => [s.id, s]));
+    const rows = await this.jobs.listJobs(runId, {
+      groupIds,
+      statuses,
+      terminatedGroups: terminated,
+      abortedGroups: aborted,
+      after,
+      limit: limit + 1,
+    });
+    const page = toPage(
+      rows,
+      limit,
+      (j) => [j.jobNum, j.replicaNum],
+      (j) => j,
+    );
+    const latest = new Map(
+      (await this.jobs.submissionsByIds(page.items.map((j) => j.latestSubmissionId))).map((s) => [s.id, s]),
+    );
     return {
       items: page.items.map((j) => {
         const s = latest.get(j.latestSubmissionId);
@@ -155,7 +205,12 @@ export class JobsService {
 }
 
 /** A job as the API shows it: its effective status (a cancellation above it wins unless its outcome was counted). */
-export function toJobView(job: Job, submissions: SubmissionView[], latest: SubmissionView | null, cancellation: Cancellation | null): JobView {
+export function toJobView(
+  job: Job,
+  submissions: SubmissionView[],
+  latest: SubmissionView | null,
+  cancellation: Cancellation | null,
+): JobView {
   const cancelled = cancellation !== null && !job.completionCounted;
   const outcome = cancelled ? cancelledJobOutcome(cancellation) : null;
   return {

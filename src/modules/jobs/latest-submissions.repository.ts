@@ -48,7 +48,11 @@ export class LatestSubmissionsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   /** Map job id → its newest `n` submissions, ascending. `n` = null means all of them. */
-  async latestPerJob(jobIds: string[], n: number | null, m: EntityManager = this.dataSource.manager): Promise<Map<string, SubmissionView[]>> {
+  async latestPerJob(
+    jobIds: string[],
+    n: number | null,
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<Map<string, SubmissionView[]>> {
     const out = new Map<string, SubmissionView[]>(jobIds.map((id) => [id, []]));
     if (jobIds.length === 0 || n === 0) return out;
     const views = await this.inParts(jobIds, m, (ids, conn) =>
@@ -71,7 +75,8 @@ export class LatestSubmissionsRepository {
             [ids, n],
           ),
     );
-    for (const { jobId, view } of views.sort((a, b) => a.view.submission_num - b.view.submission_num)) out.get(jobId)!.push(view);
+    for (const { jobId, view } of views.sort((a, b) => a.view.submission_num - b.view.submission_num))
+      out.get(jobId)!.push(view);
     return out;
   }
 
@@ -80,7 +85,10 @@ export class LatestSubmissionsRepository {
    * (job_id, submission_num) index as the deeper walk, so list pages keep one index hot whatever N they ask for.
    * Map job id → submission.
    */
-  async newestOf(jobs: { id: string; latestSubmissionNum: number }[], m: EntityManager = this.dataSource.manager): Promise<Map<string, SubmissionView>> {
+  async newestOf(
+    jobs: { id: string; latestSubmissionNum: number }[],
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<Map<string, SubmissionView>> {
     if (jobs.length === 0) return new Map();
     const views = await this.inParts(jobs, m, (part, conn) =>
       this.views(
@@ -98,7 +106,11 @@ export class LatestSubmissionsRepository {
    * into buffers at once, so pg's strings die young instead of living, and being copied by the garbage collector,
    * until the last row has come (see forEachRow).
    */
-  private async views(m: EntityManager, text: string, values: unknown[]): Promise<{ jobId: string; view: SubmissionView }[]> {
+  private async views(
+    m: EntityManager,
+    text: string,
+    values: unknown[],
+  ): Promise<{ jobId: string; view: SubmissionView }[]> {
     const out: { jobId: string; view: SubmissionView }[] = [];
     await forEachRow<SubmissionRow>(m, text, values, (r) => out.push({ jobId: r.job_id, view: toView(r) }));
     return out;
@@ -111,10 +123,16 @@ export class LatestSubmissionsRepository {
    * PostgreSQL itself), so two halves on two connections finish sooner (108 → 73 ms for 4,000 rows, measured when
    * the documents were still jsonb).
    */
-  private async inParts<K, T>(ids: K[], m: EntityManager, fetch: (ids: K[], m: EntityManager) => Promise<T[]>): Promise<T[]> {
+  private async inParts<K, T>(
+    ids: K[],
+    m: EntityManager,
+    fetch: (ids: K[], m: EntityManager) => Promise<T[]>,
+  ): Promise<T[]> {
     if (m.queryRunner || ids.length < FETCH_PARTS) return fetch(ids, m);
     const size = Math.ceil(ids.length / FETCH_PARTS);
-    const parts = await Promise.all(Array.from({ length: FETCH_PARTS }, (_, k) => fetch(ids.slice(k * size, (k + 1) * size), m)));
+    const parts = await Promise.all(
+      Array.from({ length: FETCH_PARTS }, (_, k) => fetch(ids.slice(k * size, (k + 1) * size), m)),
+    );
     return parts.flat();
   }
 }

@@ -27,11 +27,27 @@ export interface Candidate {
 /** What the lifecycle decides on about a submission (and carries into its retry). */
 export type SubmissionFacts = Pick<
   JobSubmission,
-  'id' | 'jobId' | 'runId' | 'jobGroupId' | 'submissionNum' | 'status' | 'terminationReason' | 'priority' | 'cpu' | 'memoryMib' | 'gpu' | 'workerId' | 'claimedByUserId' | 'leaseExpiresAt'
+  | 'id'
+  | 'jobId'
+  | 'runId'
+  | 'jobGroupId'
+  | 'submissionNum'
+  | 'status'
+  | 'terminationReason'
+  | 'priority'
+  | 'cpu'
+  | 'memoryMib'
+  | 'gpu'
+  | 'workerId'
+  | 'claimedByUserId'
+  | 'leaseExpiresAt'
 >;
 
 /** What the lifecycle decides on about a job: which submission is its latest, how many it had, its age. */
-export type JobFacts = Pick<Job, 'id' | 'runId' | 'jobGroupId' | 'latestSubmissionId' | 'latestSubmissionNum' | 'submissionCount' | 'createdAt'>;
+export type JobFacts = Pick<
+  Job,
+  'id' | 'runId' | 'jobGroupId' | 'latestSubmissionId' | 'latestSubmissionNum' | 'submissionCount' | 'createdAt'
+>;
 
 const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
   s.status, s.termination_reason AS "terminationReason", s.priority, s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu,
@@ -41,11 +57,24 @@ const JOB_FACTS = `j.latest_submission_id AS "latestSubmissionId", j.latest_subm
   j.submission_count AS "submissionCount", j.created_at AS "jobCreatedAt"`;
 
 /** A row of SUBMISSION_FACTS joined with JOB_FACTS. */
-type LockedRow = SubmissionFacts & { latestSubmissionId: string; latestSubmissionNum: number; submissionCount: number; jobCreatedAt: Date };
+type LockedRow = SubmissionFacts & {
+  latestSubmissionId: string;
+  latestSubmissionNum: number;
+  submissionCount: number;
+  jobCreatedAt: Date;
+};
 
 function splitLocked(row: LockedRow): { submission: SubmissionFacts; job: JobFacts } {
   const { latestSubmissionId, latestSubmissionNum, submissionCount, jobCreatedAt, ...submission } = row;
-  const job = { id: submission.jobId, runId: submission.runId, jobGroupId: submission.jobGroupId, latestSubmissionId, latestSubmissionNum, submissionCount, createdAt: jobCreatedAt };
+  const job = {
+    id: submission.jobId,
+    runId: submission.runId,
+    jobGroupId: submission.jobGroupId,
+    latestSubmissionId,
+    latestSubmissionNum,
+    submissionCount,
+    createdAt: jobCreatedAt,
+  };
   return { submission, job };
 }
 
@@ -82,7 +111,13 @@ export class SubmissionsRepository {
   }
 
   /** The lease goes to `workerId` under the service account `userId`: reports must come from both. */
-  async markClaimed(m: EntityManager, ids: string[], workerId: string, userId: string, leaseSeconds: number): Promise<ClaimedRow[]> {
+  async markClaimed(
+    m: EntityManager,
+    ids: string[],
+    workerId: string,
+    userId: string,
+    leaseSeconds: number,
+  ): Promise<ClaimedRow[]> {
     if (ids.length === 0) return [];
     return preparedQuery<ClaimedRow>(
       m,
@@ -105,7 +140,12 @@ export class SubmissionsRepository {
 
   /** The submission, locked. */
   async lockSubmission(m: EntityManager, id: string): Promise<SubmissionFacts | null> {
-    const rows = await preparedQuery<SubmissionFacts>(m, 'lifecycle_lock_submission', `SELECT ${SUBMISSION_FACTS} FROM job_submissions s WHERE s.id = $1 FOR UPDATE OF s`, [id]);
+    const rows = await preparedQuery<SubmissionFacts>(
+      m,
+      'lifecycle_lock_submission',
+      `SELECT ${SUBMISSION_FACTS} FROM job_submissions s WHERE s.id = $1 FOR UPDATE OF s`,
+      [id],
+    );
     return rows[0] ?? null;
   }
 
@@ -167,7 +207,13 @@ export class SubmissionsRepository {
   }
 
   /** Starts the attempt: submission and job `running`, a fresh lease (returned). */
-  async setRunning(m: EntityManager, id: string, jobId: string, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
+  async setRunning(
+    m: EntityManager,
+    id: string,
+    jobId: string,
+    provisioningData: Record<string, unknown> | null,
+    leaseSeconds: number,
+  ): Promise<Date> {
     const [row] = await preparedQuery<{ leaseExpiresAt: Date }>(
       m,
       'lifecycle_set_running',
@@ -185,7 +231,12 @@ export class SubmissionsRepository {
     return row.leaseExpiresAt;
   }
 
-  async heartbeat(m: EntityManager, id: string, runtimeData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
+  async heartbeat(
+    m: EntityManager,
+    id: string,
+    runtimeData: Record<string, unknown> | null,
+    leaseSeconds: number,
+  ): Promise<Date> {
     const [row] = await preparedQuery<{ leaseExpiresAt: Date }>(
       m,
       'lifecycle_heartbeat',
@@ -197,7 +248,13 @@ export class SubmissionsRepository {
     return row.leaseExpiresAt;
   }
 
-  async finishSubmission(m: EntityManager, id: string, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<void> {
+  async finishSubmission(
+    m: EntityManager,
+    id: string,
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number | null,
+  ): Promise<void> {
     await m.query(
       `UPDATE job_submissions SET status = $2, termination_reason = $3, exit_status = $4, finished_at = now(), lease_expires_at = NULL WHERE id = $1`,
       [id, status, reason, exitStatus],
@@ -205,12 +262,31 @@ export class SubmissionsRepository {
   }
 
   /** The job's final state (no retry): its facts follow the finished submission. */
-  async finishJob(m: EntityManager, jobId: string, status: SubmissionStatus, reason: string, counted: boolean): Promise<void> {
-    await m.query(`UPDATE jobs SET status = $2, termination_reason = $3, completion_counted = $4 WHERE id = $1`, [jobId, status, reason, counted]);
+  async finishJob(
+    m: EntityManager,
+    jobId: string,
+    status: SubmissionStatus,
+    reason: string,
+    counted: boolean,
+  ): Promise<void> {
+    await m.query(`UPDATE jobs SET status = $2, termination_reason = $3, completion_counted = $4 WHERE id = $1`, [
+      jobId,
+      status,
+      reason,
+      counted,
+    ]);
   }
 
   /** A final attempt: the submission and its job's facts finished in one statement (both rows already locked). */
-  async finishSubmissionAndJob(m: EntityManager, id: string, jobId: string, status: SubmissionStatus, reason: string, exitStatus: number | null, counted: boolean): Promise<void> {
+  async finishSubmissionAndJob(
+    m: EntityManager,
+    id: string,
+    jobId: string,
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number | null,
+    counted: boolean,
+  ): Promise<void> {
     await preparedQuery(
       m,
       'lifecycle_finish_submission_and_job',
@@ -224,7 +300,11 @@ export class SubmissionsRepository {
   }
 
   /** The next submission of a retried job, and the job's facts pointing at it. */
-  async insertRetry(m: EntityManager, job: JobFacts, prev: SubmissionFacts): Promise<{ id: string; submissionNum: number }> {
+  async insertRetry(
+    m: EntityManager,
+    job: JobFacts,
+    prev: SubmissionFacts,
+  ): Promise<{ id: string; submissionNum: number }> {
     const id = randomUUID();
     const submissionNum = job.latestSubmissionNum + 1;
     await m.query(
@@ -267,7 +347,14 @@ export class SubmissionsRepository {
   }
 
   /** Queued submissions of the given groups become `terminated` without a worker; their jobs follow. Bounded. */
-  async terminateQueued(m: EntityManager, runId: string, groupIds: number[], status: SubmissionStatus, reason: string, limit: number): Promise<{ n: number; retries: number }> {
+  async terminateQueued(
+    m: EntityManager,
+    runId: string,
+    groupIds: number[],
+    status: SubmissionStatus,
+    reason: string,
+    limit: number,
+  ): Promise<{ n: number; retries: number }> {
     const [row] = await m.query(
       `WITH victims AS (
          SELECT id, job_id, submission_num FROM job_submissions

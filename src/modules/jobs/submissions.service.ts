@@ -2,7 +2,14 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import type { SubmissionStatus } from './dto/job-spec';
 import { JobSubmission } from './entities/job-submission.entity';
-import { Candidate, Capacity, ClaimedRow, JobFacts, SubmissionFacts, SubmissionsRepository } from './submissions.repository';
+import {
+  Candidate,
+  Capacity,
+  ClaimedRow,
+  JobFacts,
+  SubmissionFacts,
+  SubmissionsRepository,
+} from './submissions.repository';
 
 export type { Candidate, Capacity, ClaimedRow, JobFacts, SubmissionFacts };
 
@@ -16,7 +23,13 @@ export class SubmissionsService {
   }
 
   /** The lease is held by `workerId` under the service account `userId`. */
-  markClaimed(m: EntityManager, ids: string[], workerId: string, userId: string, leaseSeconds: number): Promise<ClaimedRow[]> {
+  markClaimed(
+    m: EntityManager,
+    ids: string[],
+    workerId: string,
+    userId: string,
+    leaseSeconds: number,
+  ): Promise<ClaimedRow[]> {
     return this.subs.markClaimed(m, ids, workerId, userId, leaseSeconds);
   }
 
@@ -47,35 +60,75 @@ export class SubmissionsService {
   }
 
   /** Returns the new lease's end. */
-  start(m: EntityManager, s: SubmissionFacts, provisioningData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
+  start(
+    m: EntityManager,
+    s: SubmissionFacts,
+    provisioningData: Record<string, unknown> | null,
+    leaseSeconds: number,
+  ): Promise<Date> {
     return this.subs.setRunning(m, s.id, s.jobId, provisioningData, leaseSeconds);
   }
 
-  heartbeat(m: EntityManager, s: SubmissionFacts, runtimeData: Record<string, unknown> | null, leaseSeconds: number): Promise<Date> {
+  heartbeat(
+    m: EntityManager,
+    s: SubmissionFacts,
+    runtimeData: Record<string, unknown> | null,
+    leaseSeconds: number,
+  ): Promise<Date> {
     return this.subs.heartbeat(m, s.id, runtimeData, leaseSeconds);
   }
 
-  finish(m: EntityManager, s: SubmissionFacts, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<void> {
+  finish(
+    m: EntityManager,
+    s: SubmissionFacts,
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number | null,
+  ): Promise<void> {
     return this.subs.finishSubmission(m, s.id, status, reason, exitStatus);
   }
 
-  finishJob(m: EntityManager, job: JobFacts, status: SubmissionStatus, reason: string, counted: boolean): Promise<void> {
+  finishJob(
+    m: EntityManager,
+    job: JobFacts,
+    status: SubmissionStatus,
+    reason: string,
+    counted: boolean,
+  ): Promise<void> {
     return this.subs.finishJob(m, job.id, status, reason, counted);
   }
 
   /** The job's last attempt: submission and job finished together; `counted` as for finishJob. */
-  finishWithJob(m: EntityManager, s: SubmissionFacts, status: SubmissionStatus, reason: string, exitStatus: number | null, counted: boolean): Promise<void> {
+  finishWithJob(
+    m: EntityManager,
+    s: SubmissionFacts,
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number | null,
+    counted: boolean,
+  ): Promise<void> {
     return this.subs.finishSubmissionAndJob(m, s.id, s.jobId, status, reason, exitStatus, counted);
   }
 
   /** Creates the next submission, then folds the no-capacity attempt before the failed one away (if it is one). */
-  async retry(m: EntityManager, job: JobFacts, failed: SubmissionFacts): Promise<{ id: string; submissionNum: number }> {
+  async retry(
+    m: EntityManager,
+    job: JobFacts,
+    failed: SubmissionFacts,
+  ): Promise<{ id: string; submissionNum: number }> {
     const next = await this.subs.insertRetry(m, job, failed);
     await this.subs.foldSupersededNoCapacity(m, job.id, failed.submissionNum);
     return next;
   }
 
-  terminateQueued(m: EntityManager, runId: string, groupIds: number[], status: SubmissionStatus, reason: string, limit: number): Promise<{ n: number; retries: number }> {
+  terminateQueued(
+    m: EntityManager,
+    runId: string,
+    groupIds: number[],
+    status: SubmissionStatus,
+    reason: string,
+    limit: number,
+  ): Promise<{ n: number; retries: number }> {
     return this.subs.terminateQueued(m, runId, groupIds, status, reason, limit);
   }
 

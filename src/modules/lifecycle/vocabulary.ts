@@ -5,12 +5,27 @@
  * functions, no Nest: the seed of the lifecycle module of issue #12.
  */
 
-export const SUBMISSION_STATUSES = ['submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'] as const;
+export const SUBMISSION_STATUSES = [
+  'submitted',
+  'provisioning',
+  'running',
+  'terminating',
+  'done',
+  'failed',
+  'terminated',
+  'aborted',
+] as const;
 export type SubmissionStatus = (typeof SUBMISSION_STATUSES)[number];
 
-export const FINISHED_STATUSES = ['done', 'failed', 'terminated', 'aborted'] as const satisfies readonly SubmissionStatus[];
+export const FINISHED_STATUSES = [
+  'done',
+  'failed',
+  'terminated',
+  'aborted',
+] as const satisfies readonly SubmissionStatus[];
 export type FinishedStatus = (typeof FINISHED_STATUSES)[number];
-export const isFinished = (s: SubmissionStatus): s is FinishedStatus => (FINISHED_STATUSES as readonly string[]).includes(s);
+export const isFinished = (s: SubmissionStatus): s is FinishedStatus =>
+  (FINISHED_STATUSES as readonly string[]).includes(s);
 
 /** Statuses in which a worker holds the submission (under a lease); only these accept worker reports. */
 export const HELD_STATUSES = ['provisioning', 'running', 'terminating'] as const satisfies readonly SubmissionStatus[];
@@ -35,7 +50,12 @@ export const TERMINATION_REASONS = [
 export type TerminationReason = (typeof TERMINATION_REASONS)[number];
 
 /** Why a cancelled (stopped) job ended `terminated`: what its group's or an ancestor's cancellation said. */
-const CANCELLED = ['stopped_by_user', 'job_group_cancelled', 'fail_fast', 'budget_exceeded'] as const satisfies readonly TerminationReason[];
+const CANCELLED = [
+  'stopped_by_user',
+  'job_group_cancelled',
+  'fail_fast',
+  'budget_exceeded',
+] as const satisfies readonly TerminationReason[];
 
 /** The reasons each final status may carry: every (status, reason) pair outside this table is refused. */
 export const REASONS_OF_STATUS: Readonly<Record<FinishedStatus, readonly TerminationReason[]>> = {
@@ -69,7 +89,9 @@ export const SERVER_ONLY_REASONS: readonly TerminationReason[] = ['dependency_fa
  * - `running` and `terminating` (being stopped) can end in any worker-reportable pair: a job asked to stop may still
  *   finish on its own first.
  */
-export const TRANSITIONS: Readonly<Record<SubmissionStatus, Partial<Record<SubmissionStatus, readonly TerminationReason[] | true>>>> = {
+export const TRANSITIONS: Readonly<
+  Record<SubmissionStatus, Partial<Record<SubmissionStatus, readonly TerminationReason[] | true>>>
+> = {
   submitted: { provisioning: true, terminated: [...CANCELLED, 'dependency_failed'], aborted: ['aborted_by_user'] },
   provisioning: {
     running: true,
@@ -119,7 +141,9 @@ export const WORKER_REPORTABLE: Readonly<Record<FinishedStatus, readonly Termina
   aborted: reportable('aborted'),
 };
 
-export const WORKER_REPORTABLE_REASONS: readonly TerminationReason[] = TERMINATION_REASONS.filter((r) => !SERVER_ONLY_REASONS.includes(r));
+export const WORKER_REPORTABLE_REASONS: readonly TerminationReason[] = TERMINATION_REASONS.filter(
+  (r) => !SERVER_ONLY_REASONS.includes(r),
+);
 
 export const isWorkerReportable = (status: string, reason: string): boolean =>
   (WORKER_REPORTABLE as Record<string, readonly string[] | undefined>)[status]?.includes(reason) ?? false;

@@ -1,6 +1,12 @@
 import { Body, Controller, Get, Param, Patch, Post, Put, Query, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
-import { ApiAuthenticated, ApiErrors, ApiIdempotencyKey, ApiPageResponse, ApiProjectParam } from '../../common/openapi/api-docs';
+import {
+  ApiAuthenticated,
+  ApiErrors,
+  ApiIdempotencyKey,
+  ApiPageResponse,
+  ApiProjectParam,
+} from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
 import { Page, PageQueryDto } from '../../common/pagination/cursor';
@@ -21,7 +27,11 @@ export class ProjectsController {
   @ApiCreatedResponse({ type: ProjectView })
   @ApiIdempotencyKey()
   @ApiErrors(400, 409, 413)
-  create(@CurrentPrincipal() p: Principal, @Body() body: CreateProjectDto, @IdempotencyKey() key?: string): Promise<ProjectView> {
+  create(
+    @CurrentPrincipal() p: Principal,
+    @Body() body: CreateProjectDto,
+    @IdempotencyKey() key?: string,
+  ): Promise<ProjectView> {
     return this.projects.create(p, body, key);
   }
 
@@ -45,7 +55,11 @@ export class ProjectsController {
   @ApiProjectParam()
   @ApiOkResponse({ type: ProjectView })
   @ApiErrors(400, 404, 413)
-  update(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Body() body: UpdateProjectDto): Promise<ProjectView> {
+  update(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Body() body: UpdateProjectDto,
+  ): Promise<ProjectView> {
     return this.projects.update(p, project, body);
   }
 
@@ -54,7 +68,11 @@ export class ProjectsController {
   @ApiProjectParam()
   @ApiOkResponse({ type: ProjectView })
   @ApiErrors(400, 404, 413)
-  setMembers(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Body() body: SetMembersDto): Promise<ProjectView> {
+  setMembers(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Body() body: SetMembersDto,
+  ): Promise<ProjectView> {
     return this.projects.setMembers(p, project, body.members);
   }
 }

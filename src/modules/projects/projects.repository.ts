@@ -35,7 +35,9 @@ export class ProjectsRepository {
 
   /** Ids of the projects a user is a member of. */
   async memberProjectIds(userId: string): Promise<string[]> {
-    const rows = await this.dataSource.getRepository(ProjectMember).find({ select: { projectId: true }, where: { userId } });
+    const rows = await this.dataSource
+      .getRepository(ProjectMember)
+      .find({ select: { projectId: true }, where: { userId } });
     return rows.map((r) => r.projectId);
   }
 
@@ -47,7 +49,12 @@ export class ProjectsRepository {
       .getMany();
   }
 
-  async insertProject(m: EntityManager, name: string, billingLimitUsd: number | null, createdBy: string): Promise<Project> {
+  async insertProject(
+    m: EntityManager,
+    name: string,
+    billingLimitUsd: number | null,
+    createdBy: string,
+  ): Promise<Project> {
     const repo = m.getRepository(Project);
     return repo.save(repo.create({ name, billingLimitUsd, createdBy }));
   }
@@ -57,10 +64,19 @@ export class ProjectsRepository {
   }
 
   async lockProject(m: EntityManager, projectId: string): Promise<void> {
-    await m.getRepository(Project).createQueryBuilder('p').setLock('pessimistic_write').where('p.id = :projectId', { projectId }).getOne();
+    await m
+      .getRepository(Project)
+      .createQueryBuilder('p')
+      .setLock('pessimistic_write')
+      .where('p.id = :projectId', { projectId })
+      .getOne();
   }
 
-  async replaceMembers(m: EntityManager, projectId: string, members: { userId: string; role: ProjectRole }[]): Promise<void> {
+  async replaceMembers(
+    m: EntityManager,
+    projectId: string,
+    members: { userId: string; role: ProjectRole }[],
+  ): Promise<void> {
     await m.getRepository(ProjectMember).delete({ projectId });
     if (members.length > 0) await m.getRepository(ProjectMember).insert(members.map((x) => ({ projectId, ...x })));
   }

@@ -24,14 +24,27 @@ export class ProjectsService {
    * The caller's access to a project by name: 404 when it does not exist, 403 when the caller is not a member
    * (or is below `minRole`). Global admins pass every check.
    */
-  async requireAccess(principal: Principal, projectName: string, minRole: ProjectRole = 'user'): Promise<ProjectAccess> {
+  async requireAccess(
+    principal: Principal,
+    projectName: string,
+    minRole: ProjectRole = 'user',
+  ): Promise<ProjectAccess> {
     const found = await this.projects.findByNameWithRole(projectName, principal.userId);
     if (!found) throw notFound(`project ${projectName}`);
     const isAdmin = principal.globalRole === 'admin';
     if (!isAdmin && (!found.role || PROJECT_ROLE_RANK[found.role] < PROJECT_ROLE_RANK[minRole])) {
-      throw forbidden(found.role ? `this needs the ${minRole} role in project ${projectName}` : `not a member of project ${projectName}`);
+      throw forbidden(
+        found.role
+          ? `this needs the ${minRole} role in project ${projectName}`
+          : `not a member of project ${projectName}`,
+      );
     }
-    return { projectId: found.project.id, projectName: found.project.name, role: found.role, billingLimitUsd: found.project.billingLimitUsd };
+    return {
+      projectId: found.project.id,
+      projectName: found.project.name,
+      role: found.role,
+      billingLimitUsd: found.project.billingLimitUsd,
+    };
   }
 
   /** Project ids the caller may read; undefined means all of them (global admin). */
@@ -40,8 +53,14 @@ export class ProjectsService {
   }
 
   /** Projects that have a billing limit: id and limit, a bounded page after `afterId`. */
-  async withBillingLimit(afterId: string | undefined, limit: number): Promise<{ projectId: string; billingLimitUsd: number }[]> {
-    return (await this.projects.withBillingLimit(afterId, limit)).map((p) => ({ projectId: p.id, billingLimitUsd: p.billingLimitUsd! }));
+  async withBillingLimit(
+    afterId: string | undefined,
+    limit: number,
+  ): Promise<{ projectId: string; billingLimitUsd: number }[]> {
+    return (await this.projects.withBillingLimit(afterId, limit)).map((p) => ({
+      projectId: p.id,
+      billingLimitUsd: p.billingLimitUsd!,
+    }));
   }
 
   async namesByIds(ids: string[]): Promise<Map<string, string>> {
@@ -51,19 +70,28 @@ export class ProjectsService {
 
   async create(principal: Principal, body: CreateProjectDto, idempotencyKey?: string): Promise<ProjectView> {
     return this.dataSource.transaction(async (m) =>
-      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: 'POST /projects', request: body, kind: 'project' }, {
-        create: async () => {
-          const project = await this.projects.insertProject(m, body.name, body.billing_limit_usd ?? null, principal.userId);
-          await this.projects.replaceMembers(m, project.id, [{ userId: principal.userId, role: 'admin' }]);
-          return toView(project, [{ user: principal.name, role: 'admin' }]);
+      this.idempotency.once(
+        m,
+        { userId: principal.userId, key: idempotencyKey, scope: 'POST /projects', request: body, kind: 'project' },
+        {
+          create: async () => {
+            const project = await this.projects.insertProject(
+              m,
+              body.name,
+              body.billing_limit_usd ?? null,
+              principal.userId,
+            );
+            await this.projects.replaceMembers(m, project.id, [{ userId: principal.userId, role: 'admin' }]);
+            return toView(project, [{ user: principal.name, role: 'admin' }]);
+          },
+          idOf: (view) => view.id,
+          replay: async (id) => {
+            const [view] = await this.views(await this.projects.findByIds([id], m), m);
+            if (!view) throw notFound(`project ${id}`);
+            return view;
+          },
         },
-        idOf: (view) => view.id,
-        replay: async (id) => {
-          const [view] = await this.views(await this.projects.findByIds([id], m), m);
-          if (!view) throw notFound(`project ${id}`);
-          return view;
-        },
-      }),
+      ),
     );
   }
 
@@ -75,7 +103,12 @@ export class ProjectsService {
   async list(principal: Principal, limit: number, cursor?: string): Promise<Page<ProjectView>> {
     const after = cursor ? (decodeCursor(cursor, ['string'])[0] as string) : undefined;
     const rows = await this.projects.listVisible(principal.userId, principal.globalRole === 'admin', after, limit + 1);
-    const page = toPage(rows, limit, (p) => [p.name], (p) => p);
+    const page = toPage(
+      rows,
+      limit,
+      (p) => [p.name],
+      (p) => p,
+    );
     return { items: await this.views(page.items), next_cursor: page.next_cursor };
   }
 
@@ -94,36 +127,63 @@ export class ProjectsService {
     const access = await this.requireAccess(principal, name, 'admin');
     const names = members.map((x) => x.user);
     const duplicate = names.find((n, i) => names.indexOf(n) !== i);
-    if (duplicate) throw new DomainError('VALIDATION_FAILED', `members lists user ${duplicate} twice`, [{ field: 'members', message: `duplicate user ${duplicate}` }]);
+    if (duplicate)
+      throw new DomainError('VALIDATION_FAILED', `members lists user ${duplicate} twice`, [
+        { field: 'members', message: `duplicate user ${duplicate}` },
+      ]);
     if (!members.some((x) => x.role === 'admin')) {
-      throw new DomainError('VALIDATION_FAILED', 'members must keep at least one admin', [{ field: 'members', message: 'needs an admin' }]);
+      throw new DomainError('VALIDATION_FAILED', 'members must keep at least one admin', [
+        { field: 'members', message: 'needs an admin' },
+      ]);
     }
     await this.dataSource.transaction(async (m) => {
       await this.projects.lockProject(m, access.projectId);
       const { found, missing } = await this.users.resolveNames(names, m);
       if (missing.length > 0) {
-        throw new DomainError('VALIDATION_FAILED', `unknown users: ${missing.join(', ')}`, missing.map((u) => ({ field: 'members.user', message: `unknown user ${u}` })));
+        throw new DomainError(
+          'VALIDATION_FAILED',
+          `unknown users: ${missing.join(', ')}`,
+          missing.map((u) => ({ field: 'members.user', message: `unknown user ${u}` })),
+        );
       }
-      await this.projects.replaceMembers(m, access.projectId, members.map((x) => ({ userId: found.get(x.user)!, role: x.role })));
+      await this.projects.replaceMembers(
+        m,
+        access.projectId,
+        members.map((x) => ({ userId: found.get(x.user)!, role: x.role })),
+      );
     });
     return this.get(principal, name);
   }
 
   private async views(projects: Project[], m?: EntityManager): Promise<ProjectView[]> {
     if (projects.length === 0) return [];
-    const members = await this.projects.membersOf(projects.map((p) => p.id), m);
-    const names = await this.users.namesByIds(members.map((x) => x.userId), m);
+    const members = await this.projects.membersOf(
+      projects.map((p) => p.id),
+      m,
+    );
+    const names = await this.users.namesByIds(
+      members.map((x) => x.userId),
+      m,
+    );
     const byProject = new Map<string, ProjectMember[]>();
     for (const x of members) byProject.set(x.projectId, [...(byProject.get(x.projectId) ?? []), x]);
     return projects.map((p) =>
       toView(
         p,
-        (byProject.get(p.id) ?? []).map((x) => ({ user: names.get(x.userId) ?? x.userId, role: x.role })).sort((a, b) => a.user.localeCompare(b.user)),
+        (byProject.get(p.id) ?? [])
+          .map((x) => ({ user: names.get(x.userId) ?? x.userId, role: x.role }))
+          .sort((a, b) => a.user.localeCompare(b.user)),
       ),
     );
   }
 }
 
 function toView(p: Project, members: ProjectView['members']): ProjectView {
-  return { id: p.id, name: p.name, billing_limit_usd: p.billingLimitUsd, created_at: p.createdAt.toISOString(), members };
+  return {
+    id: p.id,
+    name: p.name,
+    billing_limit_usd: p.billingLimitUsd,
+    created_at: p.createdAt.toISOString(),
+    members,
+  };
 }

@@ -11,7 +11,10 @@ import type { JobCounts } from './dto/run-view.dto';
  * The counters keep `running` and `terminating` as one count (no transition sets `terminating` today); they show
  * as `running`.
  */
-export function deriveJobCounts(root: Counts & ActiveCounts, onWorkersCancelled: Partial<Record<SubmissionStatus, number>> = {}): JobCounts {
+export function deriveJobCounts(
+  root: Counts & ActiveCounts,
+  onWorkersCancelled: Partial<Record<SubmissionStatus, number>> = {},
+): JobCounts {
   const notCounted = root.nJobs - root.nCompleted;
   const provisioning = root.nProvisioning - (onWorkersCancelled.provisioning ?? 0);
   const running = root.nRunning - (onWorkersCancelled.running ?? 0) - (onWorkersCancelled.terminating ?? 0);

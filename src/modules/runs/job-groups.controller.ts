@@ -1,12 +1,26 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
-import { ApiAuthenticated, ApiErrors, ApiGroupParam, ApiIdempotencyKey, ApiPageResponse, ApiProjectParam, ApiUuidParam } from '../../common/openapi/api-docs';
+import {
+  ApiAuthenticated,
+  ApiErrors,
+  ApiGroupParam,
+  ApiIdempotencyKey,
+  ApiPageResponse,
+  ApiProjectParam,
+  ApiUuidParam,
+} from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
 import { RawJsonInterceptor } from '../../common/json/raw-json';
 import { Page, PageQueryDto } from '../../common/pagination/cursor';
 import { IntParamPipe } from '../../common/validation/params';
-import { CancelJobGroupDto, CancellationView, CreateJobGroupDto, JobGroupView, ListGroupJobsQueryDto } from '../job-groups/dto/job-group.dto';
+import {
+  CancelJobGroupDto,
+  CancellationView,
+  CreateJobGroupDto,
+  JobGroupView,
+  ListGroupJobsQueryDto,
+} from '../job-groups/dto/job-group.dto';
 import { JobList, JobView } from '../jobs/dto/job-spec';
 import { AddJobsDto } from './dto/job-group-requests.dto';
 import { JobGroupWithCost } from './dto/job-group-with-cost.dto';
@@ -62,7 +76,12 @@ export class JobGroupsController {
   @ApiGroupParam()
   @ApiOkResponse({ type: JobGroupWithCost })
   @ApiErrors(400, 404)
-  get(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Param('g', group) g: number): Promise<JobGroupWithCost> {
+  get(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+    @Param('g', group) g: number,
+  ): Promise<JobGroupWithCost> {
     return this.groups.get(p, project, runId, g);
   }
 

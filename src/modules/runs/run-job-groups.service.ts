@@ -29,50 +29,95 @@ export class RunJobGroupsService {
     private readonly billing: BillingService,
   ) {}
 
-  async create(principal: Principal, project: string, runId: string, body: CreateJobGroupDto, key?: string): Promise<JobGroupView> {
+  async create(
+    principal: Principal,
+    project: string,
+    runId: string,
+    body: CreateJobGroupDto,
+    key?: string,
+  ): Promise<JobGroupView> {
     const { run } = await this.runs.requireRun(principal, project, runId);
     return this.tx.run((m) =>
-      this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups`, request: body, kind: 'job_group' }, {
-        create: async () => {
-          const id = await this.groups.createGroup(m, run.id, body.parent_id, body.attributes ?? {}, body.cancel_after_n_failures ?? null);
-          return this.groups.get(run.id, id, m);
+      this.idempotency.once(
+        m,
+        { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups`, request: body, kind: 'job_group' },
+        {
+          create: async () => {
+            const id = await this.groups.createGroup(
+              m,
+              run.id,
+              body.parent_id,
+              body.attributes ?? {},
+              body.cancel_after_n_failures ?? null,
+            );
+            return this.groups.get(run.id, id, m);
+          },
+          idOf: (group) => String(group.job_group_id),
+          replay: (id) => this.groups.get(run.id, Number(id), m),
         },
-        idOf: (group) => String(group.job_group_id),
-        replay: (id) => this.groups.get(run.id, Number(id), m),
-      }),
+      ),
     );
   }
 
   /** Adds up to 10,000 jobs to a group in one transaction; refused under a cancelled group. */
-  async addJobs(principal: Principal, project: string, runId: string, jobGroupId: number, body: AddJobsDto, key?: string): Promise<{ jobs: JobView[] }> {
+  async addJobs(
+    principal: Principal,
+    project: string,
+    runId: string,
+    jobGroupId: number,
+    body: AddJobsDto,
+    key?: string,
+  ): Promise<{ jobs: JobView[] }> {
     const { run, access } = await this.runs.requireRun(principal, project, runId);
     await this.billing.assertWithinLimit(access.projectId, access.billingLimitUsd);
     body.jobs.forEach((j, i) => {
       if (j.group_ref !== undefined) {
-        throw new DomainError('VALIDATION_FAILED', `jobs[${i}].group_ref is not allowed here: jobs go to group ${jobGroupId}`, [{ field: `jobs[${i}].group_ref`, message: 'not allowed here' }]);
+        throw new DomainError(
+          'VALIDATION_FAILED',
+          `jobs[${i}].group_ref is not allowed here: jobs go to group ${jobGroupId}`,
+          [{ field: `jobs[${i}].group_ref`, message: 'not allowed here' }],
+        );
       }
     });
     const total = body.jobs.reduce((n, j) => n + (j.replicas ?? 1), 0);
-    if (total > MAX_JOBS_PER_REQUEST) throw new DomainError('VALIDATION_FAILED', `jobs expand to ${total} jobs; at most ${MAX_JOBS_PER_REQUEST} per request`, [{ field: 'jobs', message: 'too many jobs' }]);
+    if (total > MAX_JOBS_PER_REQUEST)
+      throw new DomainError(
+        'VALIDATION_FAILED',
+        `jobs expand to ${total} jobs; at most ${MAX_JOBS_PER_REQUEST} per request`,
+        [{ field: 'jobs', message: 'too many jobs' }],
+      );
     // The batch is referenced by its first job_num; the same body (the key's hash matches) tells how many follow.
     const jobs = await this.tx.run((m) =>
-      this.idempotency.once(m, { userId: principal.userId, key, scope: `POST /runs/${run.id}/job-groups/${jobGroupId}/jobs`, request: body, kind: 'jobs' }, {
-        create: async () => {
-          await this.runs.assertQueueRoom(m, access, total);
-          const chain = await this.groups.lockForNewJobs(m, run.id, jobGroupId);
-          const first = await this.jobs.nextJobNum(m, run.id);
-          const newJobs = this.jobs.expand(
-            body.jobs.map((job) => ({ jobGroupId, job })),
-            first,
-          );
-          await this.jobs.insert(m, run.id, newJobs, run.priority);
-          await this.groups.addJobs(m, chain, newJobs.length);
-          await this.runs.refreshStatus(m, run.id);
-          return { first, jobs: await this.jobs.addedViews(m, run.id, first, first + body.jobs.length) };
+      this.idempotency.once(
+        m,
+        {
+          userId: principal.userId,
+          key,
+          scope: `POST /runs/${run.id}/job-groups/${jobGroupId}/jobs`,
+          request: body,
+          kind: 'jobs',
         },
-        idOf: (added) => String(added.first),
-        replay: async (first) => ({ first: Number(first), jobs: await this.jobs.addedViews(m, run.id, Number(first), Number(first) + body.jobs.length) }),
-      }),
+        {
+          create: async () => {
+            await this.runs.assertQueueRoom(m, access, total);
+            const chain = await this.groups.lockForNewJobs(m, run.id, jobGroupId);
+            const first = await this.jobs.nextJobNum(m, run.id);
+            const newJobs = this.jobs.expand(
+              body.jobs.map((job) => ({ jobGroupId, job })),
+              first,
+            );
+            await this.jobs.insert(m, run.id, newJobs, run.priority);
+            await this.groups.addJobs(m, chain, newJobs.length);
+            await this.runs.refreshStatus(m, run.id);
+            return { first, jobs: await this.jobs.addedViews(m, run.id, first, first + body.jobs.length) };
+          },
+          idOf: (added) => String(added.first),
+          replay: async (first) => ({
+            first: Number(first),
+            jobs: await this.jobs.addedViews(m, run.id, Number(first), Number(first) + body.jobs.length),
+          }),
+        },
+      ),
     );
     return withRawJson({ jobs: jobs.jobs });
   }
@@ -83,7 +128,14 @@ export class RunJobGroupsService {
     return this.withCost(run.id, await this.groups.get(run.id, jobGroupId));
   }
 
-  async children(principal: Principal, project: string, runId: string, jobGroupId: number, limit: number, cursor?: string): Promise<Page<JobGroupWithCost>> {
+  async children(
+    principal: Principal,
+    project: string,
+    runId: string,
+    jobGroupId: number,
+    limit: number,
+    cursor?: string,
+  ): Promise<Page<JobGroupWithCost>> {
     const { run } = await this.runs.requireRun(principal, project, runId);
     const page = await this.groups.children(run.id, jobGroupId, limit, cursor);
     // One cost read per child (each a few index reads on the child's own aggregate rows), at most a page of them.
@@ -106,8 +158,17 @@ export class RunJobGroupsService {
   ): Promise<Page<JobView>> {
     const { run } = await this.runs.requireRun(principal, project, runId);
     await this.groups.requireGroup(run.id, jobGroupId);
-    const groupIds = q.recursive ? (jobGroupId === 0 ? undefined : await this.groups.subtreeIds(run.id, jobGroupId)) : [jobGroupId];
-    const statuses = q.status ? q.status.split(',').map((s) => s.trim()).filter(Boolean) : [];
+    const groupIds = q.recursive
+      ? jobGroupId === 0
+        ? undefined
+        : await this.groups.subtreeIds(run.id, jobGroupId)
+      : [jobGroupId];
+    const statuses = q.status
+      ? q.status
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : [];
     const cancellations = (await this.groups.effectiveCancellations([run.id])).get(run.id) ?? new Map();
     const page = await this.jobs.listJobs(run.id, groupIds, statuses, cancellations, q.limit, q.cursor);
     await this.runs.fillSubmissionCosts(page.items);
@@ -115,7 +176,13 @@ export class RunJobGroupsService {
   }
 
   /** Cancels a group (O(depth) writes); repeats return the first cancellation. */
-  async cancel(principal: Principal, project: string, runId: string, jobGroupId: number, reason?: string): Promise<CancellationView> {
+  async cancel(
+    principal: Principal,
+    project: string,
+    runId: string,
+    jobGroupId: number,
+    reason?: string,
+  ): Promise<CancellationView> {
     const { run } = await this.runs.requireRun(principal, project, runId);
     const cancellation = await this.tx.run(async (m) => {
       const result = await this.groups.cancel(m, run.id, jobGroupId, principal.name, reason ?? 'job_group_cancelled');

@@ -1,6 +1,13 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
-import { ApiAuthenticated, ApiErrors, ApiIdempotencyKey, ApiPageResponse, ApiProjectParam, ApiUuidParam } from '../../common/openapi/api-docs';
+import {
+  ApiAuthenticated,
+  ApiErrors,
+  ApiIdempotencyKey,
+  ApiPageResponse,
+  ApiProjectParam,
+  ApiUuidParam,
+} from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
 import { RawJsonInterceptor } from '../../common/json/raw-json';
@@ -11,7 +18,6 @@ import { RunGetQueryDto, RunListQueryDto, RunView } from './dto/run-view.dto';
 import { StopRunDto, SubmitRunDto } from './dto/submit-run.dto';
 import { RunsService } from './runs.service';
 import { ReadRetryInterceptor } from '../../infra/database/read-retry';
-
 
 @ApiTags('runs')
 @ApiAuthenticated()
@@ -37,7 +43,12 @@ export class RunsController {
   @ApiCreatedResponse({ type: RunView })
   @ApiIdempotencyKey()
   @ApiErrors(400, 402, 404, 409, 413)
-  submit(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Body() body: SubmitRunDto, @IdempotencyKey() key?: string): Promise<RunView> {
+  submit(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Body() body: SubmitRunDto,
+    @IdempotencyKey() key?: string,
+  ): Promise<RunView> {
     return this.runs.submit(p, project, body, key);
   }
 
@@ -45,7 +56,11 @@ export class RunsController {
   @ApiProjectParam()
   @ApiPageResponse(RunView)
   @ApiErrors(400, 404)
-  list(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Query() q: RunListQueryDto): Promise<Page<RunView>> {
+  list(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Query() q: RunListQueryDto,
+  ): Promise<Page<RunView>> {
     return this.runs.list(p, project, q);
   }
 
@@ -55,7 +70,12 @@ export class RunsController {
   @ApiUuidParam('runId', 'Run')
   @ApiOkResponse({ type: RunView })
   @ApiErrors(400, 404)
-  get(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Query() q: RunGetQueryDto): Promise<RunView> {
+  get(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+    @Query() q: RunGetQueryDto,
+  ): Promise<RunView> {
     return this.runs.get(p, project, runId, q);
   }
 
@@ -65,7 +85,12 @@ export class RunsController {
   @ApiUuidParam('runId', 'Run')
   @ApiOkResponse({ type: RunView })
   @ApiErrors(400, 404, 413)
-  stop(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string, @Body() body: StopRunDto): Promise<RunView> {
+  stop(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+    @Body() body: StopRunDto,
+  ): Promise<RunView> {
     return this.runs.stop(p, project, runId, body.abort ?? false);
   }
 
@@ -76,7 +101,11 @@ export class RunsController {
   @ApiUuidParam('runId', 'Run')
   @ApiNoContentResponse({ description: 'Deleted.' })
   @ApiErrors(400, 404, 409)
-  delete(@CurrentPrincipal() p: Principal, @Param('project') project: string, @Param('runId') runId: string): Promise<void> {
+  delete(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+  ): Promise<void> {
     return this.runs.delete(p, project, runId);
   }
 

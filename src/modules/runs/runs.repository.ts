@@ -56,12 +56,22 @@ export class RunsRepository {
 
   /** The run's retry policy (fixed at submission), read on each failed attempt. */
   async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
-    const [row] = await preparedQuery<{ retry: RetryPolicy | null }>(m, 'runs_retry_policy', `SELECT spec -> 'retry' AS retry FROM runs WHERE id = $1`, [runId]);
+    const [row] = await preparedQuery<{ retry: RetryPolicy | null }>(
+      m,
+      'runs_retry_policy',
+      `SELECT spec -> 'retry' AS retry FROM runs WHERE id = $1`,
+      [runId],
+    );
     return row?.retry ?? undefined;
   }
 
   async lockRun(m: EntityManager, runId: string): Promise<Run | null> {
-    return m.getRepository(Run).createQueryBuilder('r').setLock('pessimistic_write').where('r.id = :runId', { runId }).getOne();
+    return m
+      .getRepository(Run)
+      .createQueryBuilder('r')
+      .setLock('pessimistic_write')
+      .where('r.id = :runId', { runId })
+      .getOne();
   }
 
   async setStatus(m: EntityManager, runId: string, s: DerivedRunStatus, finished: boolean): Promise<void> {
@@ -109,7 +119,9 @@ export class RunsRepository {
       .getRepository(Run)
       .createQueryBuilder('r')
       .select('r.id', 'id')
-      .where(`r.project_id = :projectId AND NOT r.deleted AND r.status NOT IN ('done', 'failed', 'terminated')`, { projectId })
+      .where(`r.project_id = :projectId AND NOT r.deleted AND r.status NOT IN ('done', 'failed', 'terminated')`, {
+        projectId,
+      })
       .orderBy('r.submitted_at')
       .limit(limit)
       .getRawMany<{ id: string }>();
@@ -125,7 +137,9 @@ export class RunsRepository {
   }
 
   async unfinishedRunIds(m: EntityManager, projectId: string): Promise<string[]> {
-    const rows: { id: string }[] = await m.query(`SELECT id FROM runs WHERE project_id = $1 AND finished_at IS NULL`, [projectId]);
+    const rows: { id: string }[] = await m.query(`SELECT id FROM runs WHERE project_id = $1 AND finished_at IS NULL`, [
+      projectId,
+    ]);
     return rows.map((r) => r.id);
   }
 }

@@ -17,7 +17,14 @@ import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
 import { UsersService } from '../users/users.service';
 import { DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES, RetryPolicy, RUN_STATUSES } from './dto/run-status';
-import { DEFAULT_LIST_JOBS_LIMIT, DEFAULT_RUN_JOBS_LIMIT, JobCounts, RunGetQueryDto, RunListQueryDto, RunView } from './dto/run-view.dto';
+import {
+  DEFAULT_LIST_JOBS_LIMIT,
+  DEFAULT_RUN_JOBS_LIMIT,
+  JobCounts,
+  RunGetQueryDto,
+  RunListQueryDto,
+  RunView,
+} from './dto/run-view.dto';
 import { deriveJobCounts } from './job-counts';
 import { MAX_JOBS_PER_REQUEST, SubmitRunDto } from './dto/submit-run.dto';
 import { Run } from './entities/run.entity';
@@ -72,53 +79,96 @@ export class RunsService {
   }
 
   /** Submits a run in one transaction: the run, its group tree, its jobs with submission 0, the counters. */
-  async submit(principal: Principal, projectName: string, body: SubmitRunDto, idempotencyKey?: string): Promise<RunView> {
+  async submit(
+    principal: Principal,
+    projectName: string,
+    body: SubmitRunDto,
+    idempotencyKey?: string,
+  ): Promise<RunView> {
     const access = await this.projects.requireAccess(principal, projectName);
     await this.billing.assertWithinLimit(access.projectId, access.billingLimitUsd);
     const total = body.jobs.reduce((n, j) => n + (j.replicas ?? 1), 0);
     if (total > MAX_JOBS_PER_REQUEST) {
-      throw new DomainError('VALIDATION_FAILED', `jobs expand to ${total} jobs with replicas; at most ${MAX_JOBS_PER_REQUEST} per request`, [{ field: 'jobs', message: 'too many jobs' }]);
+      throw new DomainError(
+        'VALIDATION_FAILED',
+        `jobs expand to ${total} jobs with replicas; at most ${MAX_JOBS_PER_REQUEST} per request`,
+        [{ field: 'jobs', message: 'too many jobs' }],
+      );
     }
     const refs = new Set((body.job_groups ?? []).map((g) => g.ref));
     body.jobs.forEach((j, i) => {
       if (j.group_ref !== undefined && !refs.has(j.group_ref)) {
-        throw new DomainError('VALIDATION_FAILED', `jobs[${i}].group_ref names unknown ref ${j.group_ref}`, [{ field: `jobs[${i}].group_ref`, message: 'unknown ref' }]);
+        throw new DomainError('VALIDATION_FAILED', `jobs[${i}].group_ref names unknown ref ${j.group_ref}`, [
+          { field: `jobs[${i}].group_ref`, message: 'unknown ref' },
+        ]);
       }
     });
     const view = await this.tx.run(async (m) =>
-      this.idempotency.once(m, { userId: principal.userId, key: idempotencyKey, scope: `POST /projects/${access.projectId}/runs`, request: body, kind: 'run' }, {
-        create: async () => {
-          await this.assertQueueRoom(m, access, total);
-          const run = await this.insertRun(m, access, principal, body);
-          const { ids, ancestors } = await this.groups.createTree(
-            m,
-            run.id,
-            { cancelAfterNFailures: body.cancel_after_n_failures },
-            (body.job_groups ?? []).map((g) => ({ ref: g.ref, parentRef: g.parent_ref, attributes: g.attributes, cancelAfterNFailures: g.cancel_after_n_failures })),
-          );
-          const newJobs = this.jobs.expand(
-            body.jobs.map((job) => ({ jobGroupId: job.group_ref === undefined ? 0 : ids.get(job.group_ref)!, job })),
-            0,
-          );
-          await this.jobs.insert(m, run.id, newJobs, run.priority);
-          const perGroup = new Map<number, number>();
-          for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
-          await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
-          return this.view(run, access.projectName, principal.name, { submissions: null, jobs: DEFAULT_RUN_JOBS_LIMIT }, m);
+      this.idempotency.once(
+        m,
+        {
+          userId: principal.userId,
+          key: idempotencyKey,
+          scope: `POST /projects/${access.projectId}/runs`,
+          request: body,
+          kind: 'run',
         },
-        idOf: (created) => created.id,
-        // The key is the caller's own, so the run is theirs: its current view, as a GET would show it.
-        replay: async (id) => {
-          const run = await this.runs.findRunById(id, m);
-          if (!run) throw notFound(`run ${id}`);
-          return this.view(run, access.projectName, principal.name, { submissions: null, jobs: DEFAULT_RUN_JOBS_LIMIT }, m);
+        {
+          create: async () => {
+            await this.assertQueueRoom(m, access, total);
+            const run = await this.insertRun(m, access, principal, body);
+            const { ids, ancestors } = await this.groups.createTree(
+              m,
+              run.id,
+              { cancelAfterNFailures: body.cancel_after_n_failures },
+              (body.job_groups ?? []).map((g) => ({
+                ref: g.ref,
+                parentRef: g.parent_ref,
+                attributes: g.attributes,
+                cancelAfterNFailures: g.cancel_after_n_failures,
+              })),
+            );
+            const newJobs = this.jobs.expand(
+              body.jobs.map((job) => ({ jobGroupId: job.group_ref === undefined ? 0 : ids.get(job.group_ref)!, job })),
+              0,
+            );
+            await this.jobs.insert(m, run.id, newJobs, run.priority);
+            const perGroup = new Map<number, number>();
+            for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
+            await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
+            return this.view(
+              run,
+              access.projectName,
+              principal.name,
+              { submissions: null, jobs: DEFAULT_RUN_JOBS_LIMIT },
+              m,
+            );
+          },
+          idOf: (created) => created.id,
+          // The key is the caller's own, so the run is theirs: its current view, as a GET would show it.
+          replay: async (id) => {
+            const run = await this.runs.findRunById(id, m);
+            if (!run) throw notFound(`run ${id}`);
+            return this.view(
+              run,
+              access.projectName,
+              principal.name,
+              { submissions: null, jobs: DEFAULT_RUN_JOBS_LIMIT },
+              m,
+            );
+          },
         },
-      }),
+      ),
     );
     return withRawJson(view);
   }
 
-  private async insertRun(m: EntityManager, access: ProjectAccess, principal: Principal, body: SubmitRunDto): Promise<Run> {
+  private async insertRun(
+    m: EntityManager,
+    access: ProjectAccess,
+    principal: Principal,
+    body: SubmitRunDto,
+  ): Promise<Run> {
     const base = {
       projectId: access.projectId,
       userId: principal.userId,
@@ -132,9 +182,14 @@ export class RunsService {
       try {
         return await m.transaction(async (inner) => this.runs.insertRun(inner, { ...base, runName }));
       } catch (err) {
-        const unique = (err as { driverError?: { constraint?: string } }).driverError?.constraint === 'uq_runs_project_id_run_name';
+        const unique =
+          (err as { driverError?: { constraint?: string } }).driverError?.constraint === 'uq_runs_project_id_run_name';
         if (!unique) throw err;
-        if (body.run_name !== undefined) throw new DomainError('ALREADY_EXISTS', `run ${body.run_name} already exists in project ${access.projectName}`);
+        if (body.run_name !== undefined)
+          throw new DomainError(
+            'ALREADY_EXISTS',
+            `run ${body.run_name} already exists in project ${access.projectName}`,
+          );
         if (attempt >= 5) throw err;
       }
     }
@@ -165,7 +220,10 @@ export class RunsService {
       const locked = await this.runs.lockRun(m, run.id);
       if (!locked || locked.deleted) throw notFound(`run ${runId}`);
       if (!FINISHED_RUN_STATUSES.includes(locked.status)) {
-        throw new DomainError('RUN_NOT_FINISHED', `run ${run.runName} is ${locked.status}; stop it and wait for it to finish first`);
+        throw new DomainError(
+          'RUN_NOT_FINISHED',
+          `run ${run.runName} is ${locked.status}; stop it and wait for it to finish first`,
+        );
       }
       await this.runs.markDeleted(m, run.id);
     });
@@ -182,13 +240,15 @@ export class RunsService {
   async refreshStatus(m: EntityManager, runId: string, change?: RootChange): Promise<void> {
     if (change) {
       const after = derive(change.after);
-      if (!sameStatus(derive(change.before), after)) await this.runs.setStatus(m, runId, after, FINISHED_RUN_STATUSES.includes(after.status));
+      if (!sameStatus(derive(change.before), after))
+        await this.runs.setStatus(m, runId, after, FINISHED_RUN_STATUSES.includes(after.status));
       return;
     }
     const run = await this.runs.lockRun(m, runId);
     if (!run) throw new Error(`run ${runId} vanished`);
     const derived = derive(await this.groups.rootState(m, runId));
-    if (!sameStatus(derived, run)) await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
+    if (!sameStatus(derived, run))
+      await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
   }
 
   /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and re-derives its status. */
@@ -198,7 +258,9 @@ export class RunsService {
   }
 
   /** Invariants 1 and 6 for runs: active counts match the jobs, status is what the counters derive, root = run. */
-  async runMismatches(active: { runId: string; nProvisioning: number; nRunning: number; nRetrying: number }[]): Promise<string[]> {
+  async runMismatches(
+    active: { runId: string; nProvisioning: number; nRunning: number; nRetrying: number }[],
+  ): Promise<string[]> {
     const byRun = new Map(active.map((a) => [a.runId, a]));
     const runs = await this.runs.allRuns();
     const roots = await this.groups.rootCounts(runs.map((r) => r.id));
@@ -212,12 +274,24 @@ export class RunsService {
         continue;
       }
       if (a.nProvisioning !== root.nProvisioning || a.nRunning !== root.nRunning || a.nRetrying !== root.nRetrying) {
-        out.push(`run ${r.id}: active counts ${JSON.stringify([root.nProvisioning, root.nRunning, root.nRetrying])} but jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`);
+        out.push(
+          `run ${r.id}: active counts ${JSON.stringify([root.nProvisioning, root.nRunning, root.nRetrying])} but jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`,
+        );
       }
       const rootStop = stops.get(r.id)?.get(0);
-      const derived = deriveRunStatus({ ...root, ...a, stopReason: rootStop && rootStop.jobGroupId === 0 ? rootStop.reason : null });
-      if (derived.status !== r.status || derived.statusMessage !== r.statusMessage || derived.terminationReason !== r.terminationReason) {
-        out.push(`run ${r.id}: status ${r.status}/${r.statusMessage}/${r.terminationReason} but counters derive ${derived.status}/${derived.statusMessage}/${derived.terminationReason}`);
+      const derived = deriveRunStatus({
+        ...root,
+        ...a,
+        stopReason: rootStop && rootStop.jobGroupId === 0 ? rootStop.reason : null,
+      });
+      if (
+        derived.status !== r.status ||
+        derived.statusMessage !== r.statusMessage ||
+        derived.terminationReason !== r.terminationReason
+      ) {
+        out.push(
+          `run ${r.id}: status ${r.status}/${r.statusMessage}/${r.terminationReason} but counters derive ${derived.status}/${derived.statusMessage}/${derived.terminationReason}`,
+        );
       }
     }
     return out;
@@ -245,10 +319,20 @@ export class RunsService {
   }
 
   async list(principal: Principal, projectName: string | undefined, q: RunListQueryDto): Promise<Page<RunView>> {
-    const projectIds = projectName ? [(await this.projects.requireAccess(principal, projectName)).projectId] : await this.projects.visibleProjectIds(principal);
-    const statuses = q.status ? q.status.split(',').map((s) => s.trim()).filter(Boolean) : [];
+    const projectIds = projectName
+      ? [(await this.projects.requireAccess(principal, projectName)).projectId]
+      : await this.projects.visibleProjectIds(principal);
+    const statuses = q.status
+      ? q.status
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : [];
     const unknown = statuses.filter((s) => !(RUN_STATUSES as readonly string[]).includes(s));
-    if (unknown.length > 0) throw new DomainError('VALIDATION_FAILED', `status has unknown values: ${unknown.join(', ')}`, [{ field: 'status', message: `must be among ${RUN_STATUSES.join(', ')}` }]);
+    if (unknown.length > 0)
+      throw new DomainError('VALIDATION_FAILED', `status has unknown values: ${unknown.join(', ')}`, [
+        { field: 'status', message: `must be among ${RUN_STATUSES.join(', ')}` },
+      ]);
     let userId: string | undefined;
     if (q.user) {
       userId = (await this.users.idsByNames([q.user])).get(q.user);
@@ -258,7 +342,9 @@ export class RunsService {
     if (q.cursor) {
       const [at, id] = decodeCursor(q.cursor, ['string', 'string']) as [string, string];
       if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(at) || Number.isNaN(Date.parse(at)) || !UUID.test(id)) {
-        throw new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [{ field: 'cursor', message: 'is invalid' }]);
+        throw new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [
+          { field: 'cursor', message: 'is invalid' },
+        ]);
       }
       after = { submittedAt: at, id };
     }
@@ -271,7 +357,12 @@ export class RunsService {
       after,
       limit: q.limit + 1,
     });
-    const page = toPage(rows, q.limit, (r) => [r.submittedAt.toISOString(), r.id], (r) => r);
+    const page = toPage(
+      rows,
+      q.limit,
+      (r) => [r.submittedAt.toISOString(), r.id],
+      (r) => r,
+    );
     const jobsLimit = q.include_jobs === false ? 0 : (q.jobs_limit ?? DEFAULT_LIST_JOBS_LIMIT);
     const items = await this.views(page.items, { submissions: q.job_submissions_limit ?? 10, jobs: jobsLimit });
     return withRawJson({ items, next_cursor: page.next_cursor });
@@ -299,7 +390,14 @@ export class RunsService {
       jobsOfRuns(),
     ]);
     return runs.map((r) =>
-      toRunView(r, projects.get(r.projectId) ?? r.projectId, users.get(r.userId) ?? r.userId, counts.get(r.id) ?? {}, jobs.get(r.id) ?? NO_JOBS, costs.get(r.id)!),
+      toRunView(
+        r,
+        projects.get(r.projectId) ?? r.projectId,
+        users.get(r.userId) ?? r.userId,
+        counts.get(r.id) ?? {},
+        jobs.get(r.id) ?? NO_JOBS,
+        costs.get(r.id)!,
+      ),
     );
   }
 
@@ -318,8 +416,14 @@ export class RunsService {
     }
     if (needy.length === 0) return out;
     const corrected = async (em: EntityManager) => {
-      const [again, cancellations] = await Promise.all([this.groups.rootCountersOf(needy, em), this.groups.effectiveCancellations(needy, em)]);
-      const onWorkers = await this.jobs.activeInGroups(new Map([...cancellations].map(([runId, groups]) => [runId, [...groups.keys()]])), em);
+      const [again, cancellations] = await Promise.all([
+        this.groups.rootCountersOf(needy, em),
+        this.groups.effectiveCancellations(needy, em),
+      ]);
+      const onWorkers = await this.jobs.activeInGroups(
+        new Map([...cancellations].map(([runId, groups]) => [runId, [...groups.keys()]])),
+        em,
+      );
       for (const [runId, root] of again) out.set(runId, deriveJobCounts(root, onWorkers.get(runId)));
     };
     await (m ? corrected(m) : this.tx.run(corrected, 'REPEATABLE READ'));
@@ -346,7 +450,8 @@ export class RunsService {
 
   private async view(run: Run, project: string, user: string, limits: ViewLimits, m?: EntityManager): Promise<RunView> {
     const cancellations = await this.groups.effectiveCancellations([run.id], m);
-    const jobs = (await this.jobs.viewsOfRuns([run.id], limits.submissions, limits.jobs, cancellations, m)).get(run.id) ?? NO_JOBS;
+    const jobs =
+      (await this.jobs.viewsOfRuns([run.id], limits.submissions, limits.jobs, cancellations, m)).get(run.id) ?? NO_JOBS;
     await this.fillSubmissionCosts(jobs.jobs, m);
     const counts = (await this.jobCounts([run.id], m)).get(run.id) ?? {};
     const fresh = m ? ((await this.runs.findRunById(run.id, m)) ?? run) : run;
@@ -357,7 +462,8 @@ export class RunsService {
 
 const derive = (root: RootState): DerivedRunStatus => deriveRunStatus({ ...root.counts, stopReason: root.stopReason });
 
-const sameStatus = (a: DerivedRunStatus, b: DerivedRunStatus) => a.status === b.status && a.statusMessage === b.statusMessage && a.terminationReason === b.terminationReason;
+const sameStatus = (a: DerivedRunStatus, b: DerivedRunStatus) =>
+  a.status === b.status && a.statusMessage === b.statusMessage && a.terminationReason === b.terminationReason;
 
 /** How much of each job a view shows: submissions per job (null = all, bounded) and jobs per run. */
 interface ViewLimits {
@@ -367,7 +473,14 @@ interface ViewLimits {
 
 const NO_JOBS = { jobs: [], truncated: false };
 
-function toRunView(r: Run, project: string, user: string, counts: JobCounts, jobs: { jobs: RunView['jobs']; truncated: boolean }, cost: CostReport): RunView {
+function toRunView(
+  r: Run,
+  project: string,
+  user: string,
+  counts: JobCounts,
+  jobs: { jobs: RunView['jobs']; truncated: boolean },
+  cost: CostReport,
+): RunView {
   return {
     id: r.id,
     run_name: r.runName,
@@ -389,8 +502,42 @@ function toRunView(r: Run, project: string, user: string, counts: JobCounts, job
   };
 }
 
-const ADJECTIVES = ['brave', 'calm', 'eager', 'fancy', 'gentle', 'happy', 'jolly', 'keen', 'lively', 'merry', 'nimble', 'proud', 'quick', 'sharp', 'swift', 'witty'];
-const NOUNS = ['otter', 'falcon', 'badger', 'heron', 'lynx', 'panda', 'raven', 'tiger', 'walrus', 'yak', 'zebra', 'koala', 'moose', 'gecko', 'bison', 'crane'];
+const ADJECTIVES = [
+  'brave',
+  'calm',
+  'eager',
+  'fancy',
+  'gentle',
+  'happy',
+  'jolly',
+  'keen',
+  'lively',
+  'merry',
+  'nimble',
+  'proud',
+  'quick',
+  'sharp',
+  'swift',
+  'witty',
+];
+const NOUNS = [
+  'otter',
+  'falcon',
+  'badger',
+  'heron',
+  'lynx',
+  'panda',
+  'raven',
+  'tiger',
+  'walrus',
+  'yak',
+  'zebra',
+  'koala',
+  'moose',
+  'gecko',
+  'bison',
+  'crane',
+];
 
 function generatedRunName(): string {
   const b = randomBytes(4);

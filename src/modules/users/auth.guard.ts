@@ -21,7 +21,10 @@ export class AuthGuard implements CanActivate {
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const level = this.reflector.getAllAndOverride<AccessLevel | undefined>(ACCESS_KEY, [context.getHandler(), context.getClass()]);
+    const level = this.reflector.getAllAndOverride<AccessLevel | undefined>(ACCESS_KEY, [
+      context.getHandler(),
+      context.getClass(),
+    ]);
     if (!level) {
       this.logger.error(`route ${context.getClass().name}.${context.getHandler().name} declares no access level`);
       throw new DomainError('FORBIDDEN', 'route is not open to anyone');
@@ -45,7 +48,8 @@ export class AuthGuard implements CanActivate {
         : level === 'admin'
           ? principal.globalRole === 'admin'
           : principal.globalRole !== 'service';
-    if (!allowed) throw new DomainError('FORBIDDEN', `this route needs a ${level === 'user' ? 'user or admin' : level} token`);
+    if (!allowed)
+      throw new DomainError('FORBIDDEN', `this route needs a ${level === 'user' ? 'user or admin' : level} token`);
     return true;
   }
 }

@@ -15,8 +15,10 @@ export class RateLimiterService {
 
   constructor(env: Env) {
     const duration = env.RUNPLANE_RATE_LIMIT_WINDOW_SECONDS;
-    if (env.RUNPLANE_RATE_LIMIT_USER_REQUESTS > 0) this.users = new RateLimiterMemory({ points: env.RUNPLANE_RATE_LIMIT_USER_REQUESTS, duration });
-    if (env.RUNPLANE_RATE_LIMIT_SERVICE_REQUESTS > 0) this.services = new RateLimiterMemory({ points: env.RUNPLANE_RATE_LIMIT_SERVICE_REQUESTS, duration });
+    if (env.RUNPLANE_RATE_LIMIT_USER_REQUESTS > 0)
+      this.users = new RateLimiterMemory({ points: env.RUNPLANE_RATE_LIMIT_USER_REQUESTS, duration });
+    if (env.RUNPLANE_RATE_LIMIT_SERVICE_REQUESTS > 0)
+      this.services = new RateLimiterMemory({ points: env.RUNPLANE_RATE_LIMIT_SERVICE_REQUESTS, duration });
   }
 
   /** Counts one request; undefined when allowed, else the seconds until the principal's window ends. */

@@ -55,7 +55,11 @@ export class UsersRepository {
 
   /** Deletes one of the user's tokens; its hash, or undefined when the user has no such token. */
   async deleteToken(manager: EntityManager, userId: string, tokenId: string): Promise<string | undefined> {
-    const rows = await returning<{ token_hash: string }>(manager, 'DELETE FROM api_tokens WHERE id = $1 AND user_id = $2 RETURNING token_hash', [tokenId, userId]);
+    const rows = await returning<{ token_hash: string }>(
+      manager,
+      'DELETE FROM api_tokens WHERE id = $1 AND user_id = $2 RETURNING token_hash',
+      [tokenId, userId],
+    );
     return rows[0]?.token_hash;
   }
 

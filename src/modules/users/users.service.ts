@@ -72,10 +72,17 @@ export class UsersService {
   async listTokens(principal: Principal, limit: number, cursor?: string): Promise<Page<TokenView>> {
     const after = cursor ? (decodeCursor(cursor, ['string'])[0] as string) : undefined;
     if (after !== undefined && !UUID.test(after)) {
-      throw new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [{ field: 'cursor', message: 'is invalid' }]);
+      throw new DomainError('INVALID_CURSOR', 'cursor is not a cursor of this list', [
+        { field: 'cursor', message: 'is invalid' },
+      ]);
     }
     const rows = await this.users.listTokens(principal.userId, after, limit + 1);
-    return toPage(rows, limit, (t) => [t.id], (t) => ({ id: t.id, created_at: t.createdAt.toISOString() }));
+    return toPage(
+      rows,
+      limit,
+      (t) => [t.id],
+      (t) => ({ id: t.id, created_at: t.createdAt.toISOString() }),
+    );
   }
 
   /** Revokes one of the caller's tokens (the one in use included); another user's token is a 404, like a missing one. */
@@ -92,7 +99,10 @@ export class UsersService {
   }
 
   /** Users by name, for membership edits; unknown names are returned so the caller can name them in its error. */
-  async resolveNames(names: string[], manager: EntityManager): Promise<{ found: Map<string, string>; missing: string[] }> {
+  async resolveNames(
+    names: string[],
+    manager: EntityManager,
+  ): Promise<{ found: Map<string, string>; missing: string[] }> {
     const users = await this.users.findByNames(names, manager);
     const found = new Map(users.map((u) => [u.name, u.id]));
     return { found, missing: names.filter((n) => !found.has(n)) };
@@ -119,7 +129,12 @@ export class UsersService {
     });
   }
 
-  private async insertWithToken(m: EntityManager, name: string, role: GlobalRole, token: string): Promise<UserWithToken> {
+  private async insertWithToken(
+    m: EntityManager,
+    name: string,
+    role: GlobalRole,
+    token: string,
+  ): Promise<UserWithToken> {
     const user = await this.users.insertUser(m, name, role);
     await this.users.insertToken(m, user.id, hashToken(token));
     this.logger.log({ user: name, role }, 'user created');

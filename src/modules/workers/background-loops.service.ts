@@ -51,13 +51,18 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
   onApplicationBootstrap(): void {
     if (!this.env.RUNPLANE_BACKGROUND_LOOPS) return;
     for (const loop of this.loops) {
-      this.scheduler.addInterval(`runplane:${loop.name}`, setInterval(() => void this.tick(loop), loop.everyMs));
+      this.scheduler.addInterval(
+        `runplane:${loop.name}`,
+        setInterval(() => void this.tick(loop), loop.everyMs),
+      );
     }
   }
 
   async onApplicationShutdown(): Promise<void> {
     this.stopped = true;
-    for (const loop of this.loops) if (this.scheduler.doesExist('interval', `runplane:${loop.name}`)) this.scheduler.deleteInterval(`runplane:${loop.name}`);
+    for (const loop of this.loops)
+      if (this.scheduler.doesExist('interval', `runplane:${loop.name}`))
+        this.scheduler.deleteInterval(`runplane:${loop.name}`);
     while (this.busy.size > 0) await new Promise((r) => setTimeout(r, 20));
     await this.leaderRunner?.release().catch(() => undefined);
   }

@@ -28,7 +28,11 @@ export class BudgetEnforcerService {
       const cost = await this.billing.projectCost(p.projectId);
       if (cost.total_usd < p.billingLimitUsd) continue;
       const n = await this.runs.stopActiveRuns(p.projectId, 'budget_exceeded', maxRunsPerProject);
-      if (n > 0) this.logger.warn({ project: p.projectId, cost: cost.total_usd, limit: p.billingLimitUsd, runs: n }, 'billing limit reached: runs stopped');
+      if (n > 0)
+        this.logger.warn(
+          { project: p.projectId, cost: cost.total_usd, limit: p.billingLimitUsd, runs: n },
+          'billing limit reached: runs stopped',
+        );
       stopped += n;
     }
     return stopped;

@@ -7,7 +7,15 @@ import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
 import { ActiveDelta, JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
-import { FinishedStatus, HELD_STATUSES, heldStatusesAllowing, isAllowedTransition, isFinished, SubmissionStatus, TRANSITIONS } from '../lifecycle/vocabulary';
+import {
+  FinishedStatus,
+  HELD_STATUSES,
+  heldStatusesAllowing,
+  isAllowedTransition,
+  isFinished,
+  SubmissionStatus,
+  TRANSITIONS,
+} from '../lifecycle/vocabulary';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunsService } from '../runs/runs.service';
 import { ClaimDto, ClaimedSubmissionView, CompleteDto, CompleteView, HeartbeatDto, RunningDto } from './dto/worker.dto';
@@ -42,14 +50,22 @@ function transitionRefused(id: string, from: SubmissionStatus, status: FinishedS
   const why = from === 'provisioning' ? ' (it never reported running)' : '';
   const message = `submission ${id} is ${from}${why}: it cannot end as ${status}/${reason}`;
   return new DomainError('TRANSITION_NOT_ALLOWED', message, [
-    { field: 'status', message: `from ${from} a worker may report ${allowed.length > 0 ? allowed.join('; ') : 'no outcome'}` },
+    {
+      field: 'status',
+      message: `from ${from} a worker may report ${allowed.length > 0 ? allowed.join('; ') : 'no outcome'}`,
+    },
   ]);
 }
 
 /** Only these outcomes can be retried (by the run's retry policy). */
 const isRetryable = (status: SubmissionStatus) => status === 'failed' || status === 'terminated';
 
-const OUTCOME: Record<string, JobOutcome> = { done: 'succeeded', failed: 'failed', terminated: 'cancelled', aborted: 'aborted' };
+const OUTCOME: Record<string, JobOutcome> = {
+  done: 'succeeded',
+  failed: 'failed',
+  terminated: 'cancelled',
+  aborted: 'aborted',
+};
 
 /** The active count a submission occupies on its run (its root group's counters) while in `status`. */
 function activeDelta(status: SubmissionStatus, sign: 1 | -1, submissionNum: number): ActiveDelta {
@@ -99,7 +115,14 @@ export class WorkerLifecycleService {
         if (cancellation) {
           // Queued under a cancelled group: finish it here rather than hand it out (the sweep would, later).
           const outcome = cancelledJobOutcome(cancellation);
-          const done = await this.subs.terminateQueued(m, c.runId, [c.jobGroupId], outcome.status, outcome.terminationReason, candidates.length);
+          const done = await this.subs.terminateQueued(
+            m,
+            c.runId,
+            [c.jobGroupId],
+            outcome.status,
+            outcome.terminationReason,
+            candidates.length,
+          );
           if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
           continue;
         }
@@ -110,7 +133,13 @@ export class WorkerLifecycleService {
         left.gpu -= c.gpu;
         bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
       }
-      const rows = await this.subs.markClaimed(m, picked.map((p) => p.id), body.worker_id, principal.userId, this.env.RUNPLANE_LEASE_SECONDS);
+      const rows = await this.subs.markClaimed(
+        m,
+        picked.map((p) => p.id),
+        body.worker_id,
+        principal.userId,
+        this.env.RUNPLANE_LEASE_SECONDS,
+      );
       for (const runId of [...deltas.keys()].sort()) await this.runs.moveActive(m, runId, deltas.get(runId)!);
       return rows;
     });
@@ -130,24 +159,42 @@ export class WorkerLifecycleService {
     };
   }
 
-  async running(principal: Principal, id: string, body: RunningDto): Promise<{ status: string; lease_expires_at: string | null }> {
+  async running(
+    principal: Principal,
+    id: string,
+    body: RunningDto,
+  ): Promise<{ status: string; lease_expires_at: string | null }> {
     return this.tx.run(async (m) => {
       const locked = await this.subs.lockWithJob(m, id);
       const s = owned(locked?.submission, id, holderOf(principal, body.worker_id));
-      if (s.status === 'running') return { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null };
+      if (s.status === 'running')
+        return { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null };
       if (!isAllowedTransition(s.status, 'running')) throw stale(`submission ${id} is ${s.status}, not provisioning`);
       const lease = await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       // Billing rows come after the submission and job, before group counters and the run (the lock order).
       const owner = await this.runs.ownerOf(m, s.runId);
       const jobGroupIds = await this.groups.selfAndAncestorIds(m, s.runId, s.jobGroupId);
-      await this.billing.startAttempt(m, { submissionId: s.id, runId: s.runId, jobId: s.jobId, ...owner, jobGroupIds, cpu: s.cpu, memoryMib: s.memoryMib, gpu: s.gpu });
+      await this.billing.startAttempt(m, {
+        submissionId: s.id,
+        runId: s.runId,
+        jobId: s.jobId,
+        ...owner,
+        jobGroupIds,
+        cpu: s.cpu,
+        memoryMib: s.memoryMib,
+        gpu: s.gpu,
+      });
       await this.runs.moveActive(m, s.runId, { nProvisioning: -1, nRunning: 1 });
       return { status: 'running', lease_expires_at: lease.toISOString() };
     });
   }
 
   /** Renews the lease; answers whether the submission's group (or an ancestor) was cancelled meanwhile. */
-  async heartbeat(principal: Principal, id: string, body: HeartbeatDto): Promise<{ cancel_requested: boolean; lease_expires_at: string }> {
+  async heartbeat(
+    principal: Principal,
+    id: string,
+    body: HeartbeatDto,
+  ): Promise<{ cancel_requested: boolean; lease_expires_at: string }> {
     return this.tx.run(async (m) => {
       const s = owned(await this.subs.lockSubmission(m, id), id, holderOf(principal, body.worker_id));
       if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
@@ -172,11 +219,20 @@ export class WorkerLifecycleService {
       // is current and allowed from the submission's status; a retryable one needs the run's retry policy first.
       const retryable = isRetryable(body.status);
       const from = heldStatusesAllowing(body.status, body.termination_reason);
-      const current = retryable ? null : await this.subs.finishIfLatest(m, id, holder, from, body.status, body.termination_reason, exitStatus);
+      const current = retryable
+        ? null
+        : await this.subs.finishIfLatest(m, id, holder, from, body.status, body.termination_reason, exitStatus);
       if (current?.finished) {
         const s = current.submission;
         await this.billing.closeAttempt(m, s.id);
-        return this.countFinal(m, s, current.job, body.status, body.termination_reason, activeDelta(s.status, -1, s.submissionNum));
+        return this.countFinal(
+          m,
+          s,
+          current.job,
+          body.status,
+          body.termination_reason,
+          activeDelta(s.status, -1, s.submissionNum),
+        );
       }
       // Otherwise the rows are locked and unchanged: a retryable outcome, or a report repeated, stale or unknown.
       const locked = retryable ? await this.subs.lockWithJob(m, id) : current;
@@ -187,7 +243,10 @@ export class WorkerLifecycleService {
         throw stale(`submission ${id} already finished as ${s.status} (${s.terminationReason})`);
       }
       if (job.latestSubmissionId !== s.id) throw stale(`submission ${id} is not the latest of its job`);
-      if (!(HELD_STATUSES as readonly string[]).includes(s.status) || !isAllowedTransition(s.status, body.status, body.termination_reason)) {
+      if (
+        !(HELD_STATUSES as readonly string[]).includes(s.status) ||
+        !isAllowedTransition(s.status, body.status, body.termination_reason)
+      ) {
         throw transitionRefused(id, s.status, body.status, body.termination_reason);
       }
       // Usage up to now, closed before the group counters and the run are locked (the lock order), so billing adds
@@ -246,7 +305,14 @@ export class WorkerLifecycleService {
     return total;
   }
 
-  private async finishLocked(m: EntityManager, s: SubmissionFacts, job: JobFacts, status: SubmissionStatus, reason: string, exitStatus: number | null): Promise<CompleteView> {
+  private async finishLocked(
+    m: EntityManager,
+    s: SubmissionFacts,
+    job: JobFacts,
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number | null,
+  ): Promise<CompleteView> {
     const delta = activeDelta(s.status, -1, s.submissionNum);
     const retryable = isRetryable(status);
     const policy = retryable ? await this.runs.retryPolicy(m, s.runId) : undefined;
@@ -265,7 +331,11 @@ export class WorkerLifecycleService {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
       retry = { id: next.id, submission_num: next.submissionNum };
     }
-    await this.runs.refreshStatus(m, s.runId, await this.groups.moveActive(m, s.runId, retry ? addDelta(delta, { nRetrying: 1 }) : delta));
+    await this.runs.refreshStatus(
+      m,
+      s.runId,
+      await this.groups.moveActive(m, s.runId, retry ? addDelta(delta, { nRetrying: 1 }) : delta),
+    );
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
   }
 
@@ -274,7 +344,14 @@ export class WorkerLifecycleService {
    * chain; the run's active counts move in the same statement. In the rare case a cancellation already counted
    * this job, the job's flag is put back.
    */
-  private async countFinal(m: EntityManager, s: SubmissionFacts, job: JobFacts, status: SubmissionStatus, reason: string, delta: ActiveDelta): Promise<CompleteView> {
+  private async countFinal(
+    m: EntityManager,
+    s: SubmissionFacts,
+    job: JobFacts,
+    status: SubmissionStatus,
+    reason: string,
+    delta: ActiveDelta,
+  ): Promise<CompleteView> {
     const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status], delta);
     if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
     await this.runs.refreshStatus(m, s.runId, result.root);
@@ -287,7 +364,10 @@ export class WorkerLifecycleService {
       submission_id: s.id,
       status: s.status,
       termination_reason: s.terminationReason!,
-      retry_submission: retried && job.latestSubmissionNum === s.submissionNum + 1 ? { id: job.latestSubmissionId, submission_num: job.latestSubmissionNum } : null,
+      retry_submission:
+        retried && job.latestSubmissionNum === s.submissionNum + 1
+          ? { id: job.latestSubmissionId, submission_num: job.latestSubmissionNum }
+          : null,
     };
   }
 }

@@ -3,7 +3,16 @@ import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiAuthenticated, ApiErrors, ApiUuidParam } from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, type Principal } from '../../common/auth/principal';
 import { notFound } from '../../common/errors/domain-error';
-import { ClaimDto, ClaimView, CompleteDto, CompleteView, HeartbeatDto, HeartbeatView, RunningDto, RunningView } from './dto/worker.dto';
+import {
+  ClaimDto,
+  ClaimView,
+  CompleteDto,
+  CompleteView,
+  HeartbeatDto,
+  HeartbeatView,
+  RunningDto,
+  RunningView,
+} from './dto/worker.dto';
 import { WorkerLifecycleService } from './worker-lifecycle.service';
 
 const submissionId = new ParseUUIDPipe({ exceptionFactory: () => notFound('submission') });
@@ -31,7 +40,11 @@ export class WorkersController {
   @ApiUuidParam('id', 'Submission')
   @ApiOkResponse({ type: RunningView })
   @ApiErrors(400, 404, 409, 413)
-  running(@CurrentPrincipal() principal: Principal, @Param('id', submissionId) id: string, @Body() body: RunningDto): Promise<RunningView> {
+  running(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id', submissionId) id: string,
+    @Body() body: RunningDto,
+  ): Promise<RunningView> {
     return this.lifecycle.running(principal, id, body);
   }
 
@@ -41,7 +54,11 @@ export class WorkersController {
   @ApiUuidParam('id', 'Submission')
   @ApiOkResponse({ type: HeartbeatView })
   @ApiErrors(400, 404, 409, 413)
-  heartbeat(@CurrentPrincipal() principal: Principal, @Param('id', submissionId) id: string, @Body() body: HeartbeatDto): Promise<HeartbeatView> {
+  heartbeat(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id', submissionId) id: string,
+    @Body() body: HeartbeatDto,
+  ): Promise<HeartbeatView> {
     return this.lifecycle.heartbeat(principal, id, body);
   }
 
@@ -55,7 +72,11 @@ export class WorkersController {
   @ApiUuidParam('id', 'Submission')
   @ApiOkResponse({ type: CompleteView })
   @ApiErrors(400, 404, 409, 413)
-  complete(@CurrentPrincipal() principal: Principal, @Param('id', submissionId) id: string, @Body() body: CompleteDto): Promise<CompleteView> {
+  complete(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id', submissionId) id: string,
+    @Body() body: CompleteDto,
+  ): Promise<CompleteView> {
     return this.lifecycle.complete(principal, id, body);
   }
 }

@@ -8,7 +8,9 @@ export type ReportDimension = (typeof REPORT_DIMENSIONS)[number];
 export class NewRateDto {
   @ApiProperty({ pattern: '^[a-z][a-z0-9_-]{0,31}$' })
   @IsString()
-  @Matches(/^[a-z][a-z0-9_-]{0,31}$/, { message: 'name must be 1-32 lowercase letters, digits, _ or -, starting with a letter' })
+  @Matches(/^[a-z][a-z0-9_-]{0,31}$/, {
+    message: 'name must be 1-32 lowercase letters, digits, _ or -, starting with a letter',
+  })
   name!: string;
 
   @ApiProperty({ minimum: 0, maximum: 1e9, description: 'USD per unit-hour, at most 10 decimals.' })
@@ -18,7 +20,10 @@ export class NewRateDto {
   rate_usd_per_unit_hour!: number;
 
   /** Required for a new resource; defaults to the previous version's unit. */
-  @ApiPropertyOptional({ pattern: '^[A-Za-z][A-Za-z0-9_-]{0,31}$', description: "Required for a new resource; defaults to the previous version's unit." })
+  @ApiPropertyOptional({
+    pattern: '^[A-Za-z][A-Za-z0-9_-]{0,31}$',
+    description: "Required for a new resource; defaults to the previous version's unit.",
+  })
   @Optional()
   @IsString()
   @Matches(/^[A-Za-z][A-Za-z0-9_-]{0,31}$/, { message: 'unit must be 1-32 letters, digits, _ or -' })
@@ -89,7 +94,12 @@ export class BillingReportQueryDto {
   @IsCalendarDate()
   to!: string;
 
-  @ApiPropertyOptional({ pattern: GROUP_BY.source, default: 'day', description: 'Comma list of `user`, `day`, `resource`. A report answers at most 100,000 rows; a bigger one is a 400 naming `to`.' })
+  @ApiPropertyOptional({
+    pattern: GROUP_BY.source,
+    default: 'day',
+    description:
+      'Comma list of `user`, `day`, `resource`. A report answers at most 100,000 rows; a bigger one is a 400 naming `to`.',
+  })
   @IsOptional()
   @Matches(GROUP_BY, { message: 'must be a comma list of user, day, resource' })
   group_by?: string;

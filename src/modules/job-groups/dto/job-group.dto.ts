@@ -41,7 +41,10 @@ export class ListGroupJobsQueryDto extends PageQueryDto {
   @IsBoolean()
   recursive?: boolean;
 
-  @ApiPropertyOptional({ maxLength: 200, description: "Comma list of effective job statuses (at most 200 characters)." })
+  @ApiPropertyOptional({
+    maxLength: 200,
+    description: 'Comma list of effective job statuses (at most 200 characters).',
+  })
   @IsOptional()
   @IsString()
   @MaxLength(200)
@@ -66,7 +69,11 @@ export class GroupCounts {
 }
 
 export class CancellationView {
-  @ApiProperty({ type: 'integer', minimum: 0, description: 'The group the cancellation was made on (an ancestor, for a repeat under one).' })
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    description: 'The group the cancellation was made on (an ancestor, for a repeat under one).',
+  })
   job_group_id!: number;
 
   @ApiProperty({ format: 'date-time' })

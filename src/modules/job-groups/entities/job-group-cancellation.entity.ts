@@ -3,7 +3,10 @@ import { Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
 /** Only groups cancelled directly; descendants see it through the closure table. */
 @Entity('job_groups_cancelled')
 @Index('idx_job_groups_cancelled_unswept', ['cancelledAt'], { where: 'swept_at IS NULL' })
-@ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], { name: 'fk_job_groups_cancelled_group', onDelete: 'CASCADE' })
+@ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], {
+  name: 'fk_job_groups_cancelled_group',
+  onDelete: 'CASCADE',
+})
 export class JobGroupCancellation {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_groups_cancelled' })
   runId!: string;

@@ -2,9 +2,18 @@ import { Check, Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
 
 /** Recursive job counts of a group's whole subtree, apart from the group row so hot updates never lock it. */
 @Entity('job_group_counters')
-@ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], { name: 'fk_job_group_counters_group', onDelete: 'CASCADE' })
-@Check('ck_job_group_counters_active', 'n_provisioning >= 0 AND n_running >= 0 AND n_retrying >= 0 AND (job_group_id = 0 OR n_provisioning + n_running + n_retrying = 0)')
-@Check('ck_job_group_counters_sum', 'n_completed = n_succeeded + n_failed + n_cancelled AND n_completed <= n_jobs AND n_completed >= 0')
+@ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], {
+  name: 'fk_job_group_counters_group',
+  onDelete: 'CASCADE',
+})
+@Check(
+  'ck_job_group_counters_active',
+  'n_provisioning >= 0 AND n_running >= 0 AND n_retrying >= 0 AND (job_group_id = 0 OR n_provisioning + n_running + n_retrying = 0)',
+)
+@Check(
+  'ck_job_group_counters_sum',
+  'n_completed = n_succeeded + n_failed + n_cancelled AND n_completed <= n_jobs AND n_completed >= 0',
+)
 @Check('ck_job_group_counters_aborted', 'n_aborted >= 0 AND n_aborted <= n_cancelled')
 export class JobGroupCounters {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_group_counters' })

@@ -45,7 +45,13 @@ export class ResourcesDto {
 }
 
 export class JobSpecDto {
-  @ApiProperty({ type: String, isArray: true, minItems: 1, maxItems: 1000, description: 'Run in order in one shell; each at most 65,536 characters.' })
+  @ApiProperty({
+    type: String,
+    isArray: true,
+    minItems: 1,
+    maxItems: 1000,
+    description: 'Run in order in one shell; each at most 65,536 characters.',
+  })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(1000)
@@ -100,7 +106,10 @@ export class JobRequestDto {
   @Matches(JOB_NAME, { message: 'must be 1-128 characters of letters, digits, _ . - starting with a letter or digit' })
   name?: string;
 
-  @ApiPropertyOptional({ maxLength: 128, description: 'The `ref` of a group of the same request (run submission only); absent: the root.' })
+  @ApiPropertyOptional({
+    maxLength: 128,
+    description: 'The `ref` of a group of the same request (run submission only); absent: the root.',
+  })
   @Optional()
   @IsString()
   @MaxLength(128)
@@ -188,20 +197,31 @@ export class JobView {
   @ApiProperty({ type: 'integer', minimum: 0 })
   job_group_id!: number;
 
-  @ApiProperty({ enum: SUBMISSION_STATUSES, description: 'Effective: `terminated` once an ancestor group is cancelled.' })
+  @ApiProperty({
+    enum: SUBMISSION_STATUSES,
+    description: 'Effective: `terminated` once an ancestor group is cancelled.',
+  })
   status!: SubmissionStatus;
 
   @ApiProperty({ type: String, nullable: true })
   termination_reason!: string | null;
 
   /** The group whose cancellation terminated this job, when that is why it is terminated. */
-  @ApiProperty({ type: 'integer', nullable: true, description: 'The group whose cancellation terminated this job, when that is why.' })
+  @ApiProperty({
+    type: 'integer',
+    nullable: true,
+    description: 'The group whose cancellation terminated this job, when that is why.',
+  })
   cancelled_job_group_id!: number | null;
 
   @ApiProperty({ type: 'integer', minimum: 0 })
   submission_count!: number;
 
-  @ApiProperty({ type: 'object', additionalProperties: { type: 'integer' }, description: 'Submissions not listed, counted by termination reason.' })
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: { type: 'integer' },
+    description: 'Submissions not listed, counted by termination reason.',
+  })
   folded_submissions!: Record<string, number>;
 
   @ApiProperty({ type: () => SubmissionView, nullable: true })

@@ -6,10 +6,17 @@ import type { SubmissionStatus } from '../dto/job-spec';
 @Entity('job_submissions')
 @Index('uq_job_submissions_job_id_submission_num', ['jobId', 'submissionNum'], { unique: true })
 @Index('idx_job_submissions_queue', ['priority', 'submittedAt', 'id'], { where: `status = 'submitted'` })
-@Index('idx_job_submissions_lease', ['leaseExpiresAt'], { where: `status IN ('provisioning', 'running', 'terminating')` })
-@Index('idx_job_submissions_deadline', ['deadlineAt'], { where: `status IN ('running', 'terminating') AND deadline_at IS NOT NULL` })
+@Index('idx_job_submissions_lease', ['leaseExpiresAt'], {
+  where: `status IN ('provisioning', 'running', 'terminating')`,
+})
+@Index('idx_job_submissions_deadline', ['deadlineAt'], {
+  where: `status IN ('running', 'terminating') AND deadline_at IS NOT NULL`,
+})
 @Index('idx_job_submissions_run_id_job_group_id', ['runId', 'jobGroupId'], { where: `status = 'submitted'` })
-@Check('ck_job_submissions_status', `status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted')`)
+@Check(
+  'ck_job_submissions_status',
+  `status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted')`,
+)
 export class JobSubmission {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_submissions' })
   id!: string;

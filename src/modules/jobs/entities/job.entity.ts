@@ -6,7 +6,10 @@ import type { JobSpec, SubmissionStatus } from '../dto/job-spec';
 @Index('uq_jobs_run_id_job_num_replica_num', ['runId', 'jobNum', 'replicaNum'], { unique: true })
 @Index('idx_jobs_run_id_job_group_id', ['runId', 'jobGroupId', 'jobNum', 'replicaNum'])
 @ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], { name: 'fk_jobs_group' })
-@Check('ck_jobs_status', `status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted')`)
+@Check(
+  'ck_jobs_status',
+  `status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted')`,
+)
 export class Job {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_jobs' })
   id!: string;

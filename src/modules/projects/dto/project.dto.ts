@@ -11,7 +11,13 @@ export class CreateProjectDto {
   @Matches(NAME_PATTERN, { message: NAME_RULE })
   name!: string;
 
-  @ApiPropertyOptional({ type: Number, minimum: 0, maximum: 1e12, nullable: true, description: 'USD, at most 6 decimals; null or absent: no limit.' })
+  @ApiPropertyOptional({
+    type: Number,
+    minimum: 0,
+    maximum: 1e12,
+    nullable: true,
+    description: 'USD, at most 6 decimals; null or absent: no limit.',
+  })
   @IsOptional()
   @IsFixedPoint(6) // numeric(18, 6)
   @Min(0)
@@ -20,7 +26,13 @@ export class CreateProjectDto {
 }
 
 export class UpdateProjectDto {
-  @ApiPropertyOptional({ type: Number, minimum: 0, maximum: 1e12, nullable: true, description: 'USD, at most 6 decimals; null removes the limit.' })
+  @ApiPropertyOptional({
+    type: Number,
+    minimum: 0,
+    maximum: 1e12,
+    nullable: true,
+    description: 'USD, at most 6 decimals; null removes the limit.',
+  })
   @IsOptional()
   @IsFixedPoint(6) // numeric(18, 6)
   @Min(0)
@@ -40,7 +52,12 @@ export class MemberDto {
 }
 
 export class SetMembersDto {
-  @ApiProperty({ type: () => MemberDto, isArray: true, maxItems: 1000, description: 'The whole member list (replaces it): at most 1,000 members, at least one admin.' })
+  @ApiProperty({
+    type: () => MemberDto,
+    isArray: true,
+    maxItems: 1000,
+    description: 'The whole member list (replaces it): at most 1,000 members, at least one admin.',
+  })
   @IsArray()
   @ArrayMaxSize(1000)
   @ValidateNested({ each: true })

@@ -5,7 +5,14 @@ import { JobRequestDto } from '../../jobs/dto/job-spec';
 import { MAX_JOBS_PER_REQUEST } from './submit-run.dto';
 
 export class AddJobsDto {
-  @ApiProperty({ type: () => JobRequestDto, isArray: true, minItems: 1, maxItems: MAX_JOBS_PER_REQUEST, description: 'Jobs to add: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded; the answer lists them all. No `group_ref` here.' })
+  @ApiProperty({
+    type: () => JobRequestDto,
+    isArray: true,
+    minItems: 1,
+    maxItems: MAX_JOBS_PER_REQUEST,
+    description:
+      'Jobs to add: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded; the answer lists them all. No `group_ref` here.',
+  })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(MAX_JOBS_PER_REQUEST)

@@ -42,7 +42,11 @@ export class RunListQueryDto extends PageQueryDto {
   @IsBoolean()
   only_active?: boolean;
 
-  @ApiPropertyOptional({ description: 'Include jobs in each run (default true); false is jobs_limit=0.', type: Boolean, default: true })
+  @ApiPropertyOptional({
+    description: 'Include jobs in each run (default true); false is jobs_limit=0.',
+    type: Boolean,
+    default: true,
+  })
   @IsOptional()
   @Transform(toBool)
   @IsBoolean()
@@ -62,7 +66,13 @@ export class RunListQueryDto extends PageQueryDto {
   @Max(MAX_JOBS_LIMIT)
   jobs_limit?: number;
 
-  @ApiPropertyOptional({ type: 'integer', description: 'Newest submissions shown per job. Default 10, at most 100.', minimum: 0, maximum: 100, default: 10 })
+  @ApiPropertyOptional({
+    type: 'integer',
+    description: 'Newest submissions shown per job. Default 10, at most 100.',
+    minimum: 0,
+    maximum: 100,
+    default: 10,
+  })
   @IsOptional()
   @ToStrictInt()
   @IsInt()
@@ -163,7 +173,11 @@ export class RunView {
   job_counts!: JobCounts;
 
   /** The first `jobs_limit` jobs by (job_num, replica_num). */
-  @ApiProperty({ type: () => JobView, isArray: true, description: 'The first `jobs_limit` jobs by (job_num, replica_num).' })
+  @ApiProperty({
+    type: () => JobView,
+    isArray: true,
+    description: 'The first `jobs_limit` jobs by (job_num, replica_num).',
+  })
   jobs!: JobView[];
 
   /** Whether the run has more jobs than `jobs` shows. */

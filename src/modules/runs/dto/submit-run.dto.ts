@@ -31,14 +31,24 @@ export class RetryPolicyDto {
   @IsIn(RETRY_EVENTS, { each: true })
   on_events!: RetryEvent[];
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 30 * 24 * 3600, description: 'Retry only within this many seconds of submission.' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: 30 * 24 * 3600,
+    description: 'Retry only within this many seconds of submission.',
+  })
   @Optional()
   @IsInt()
   @Min(1)
   @Max(30 * 24 * 3600)
   duration_s?: number;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1000, description: 'Submissions per job, the first included.' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: 1000,
+    description: 'Submissions per job, the first included.',
+  })
   @Optional()
   @IsInt()
   @Min(1)
@@ -78,7 +88,11 @@ export class SubmitRunDto {
   @Matches(RUN_NAME, { message: 'must be 1-63 characters of a-z, 0-9 and -, starting with a letter or digit' })
   run_name?: string;
 
-  @ApiPropertyOptional({ description: 'Free-form JSON object, at most 16,384 characters serialised (shown in every run view).', type: 'object', additionalProperties: true })
+  @ApiPropertyOptional({
+    description: 'Free-form JSON object, at most 16,384 characters serialised (shown in every run view).',
+    type: 'object',
+    additionalProperties: true,
+  })
   @Optional()
   @IsJsonObject(16384)
   attributes?: Record<string, unknown>;
@@ -90,7 +104,12 @@ export class SubmitRunDto {
   @Type(() => RetryPolicyDto)
   retry?: RetryPolicyDto;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 1_000_000, description: "Cancel the run's root group after this many failures." })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: 1_000_000,
+    description: "Cancel the run's root group after this many failures.",
+  })
   @Optional()
   @IsInt()
   @Min(1)
@@ -98,7 +117,13 @@ export class SubmitRunDto {
   cancel_after_n_failures?: number;
 
   /** Higher runs are claimed first (default 0). */
-  @ApiPropertyOptional({ type: 'integer', minimum: -1000, maximum: 1000, default: 0, description: 'Higher runs are claimed first.' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: -1000,
+    maximum: 1000,
+    default: 0,
+    description: 'Higher runs are claimed first.',
+  })
   @Optional()
   @IsInt()
   @Min(-1000)
@@ -113,7 +138,13 @@ export class SubmitRunDto {
   @Type(() => JobGroupRequestDto)
   job_groups?: JobGroupRequestDto[];
 
-  @ApiProperty({ type: () => JobRequestDto, isArray: true, description: 'Jobs: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded.', minItems: 1, maxItems: MAX_JOBS_PER_REQUEST })
+  @ApiProperty({
+    type: () => JobRequestDto,
+    isArray: true,
+    description: 'Jobs: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded.',
+    minItems: 1,
+    maxItems: MAX_JOBS_PER_REQUEST,
+  })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(MAX_JOBS_PER_REQUEST)

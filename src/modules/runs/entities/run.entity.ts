@@ -6,7 +6,10 @@ import type { RunSpec, RunStatus } from '../dto/run-status';
 @Index('idx_runs_project_id_submitted_at', ['projectId', 'submittedAt', 'id'], { where: 'NOT deleted' })
 @Index('idx_runs_submitted_at', ['submittedAt', 'id'], { where: 'NOT deleted' })
 @Index('idx_runs_project_id_unfinished', ['projectId'], { where: 'finished_at IS NULL' })
-@Check('ck_runs_status', `status IN ('pending', 'submitted', 'provisioning', 'running', 'terminating', 'terminated', 'failed', 'done')`)
+@Check(
+  'ck_runs_status',
+  `status IN ('pending', 'submitted', 'provisioning', 'running', 'terminating', 'terminated', 'failed', 'done')`,
+)
 export class Run {
   @PrimaryGeneratedColumn('uuid', { primaryKeyConstraintName: 'pk_runs' })
   id!: string;

@@ -1,6 +1,18 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsNumber, IsObject, IsString, Matches, Max, Min, registerDecorator, ValidateNested, ValidationArguments } from 'class-validator';
+import {
+  IsIn,
+  IsInt,
+  IsNumber,
+  IsObject,
+  IsString,
+  Matches,
+  Max,
+  Min,
+  registerDecorator,
+  ValidateNested,
+  ValidationArguments,
+} from 'class-validator';
 import { IsJsonObject, Optional } from '../../../common/validation/validators';
 import { JobSpecDto, SUBMISSION_STATUSES, type SubmissionStatus } from '../../jobs/dto/job-spec';
 import {
@@ -19,7 +31,9 @@ const WORKER_ID_RULE = 'must be 1-128 characters of letters, digits, _ . : @ -';
 export const REPORTED_STATUSES = FINISHED_STATUSES;
 export type ReportedStatus = FinishedStatus;
 
-const PAIRS_TEXT = REPORTED_STATUSES.map((s) => `\`${s}\`: ${WORKER_REPORTABLE[s].map((r) => `\`${r}\``).join(', ')}`).join('; ');
+const PAIRS_TEXT = REPORTED_STATUSES.map(
+  (s) => `\`${s}\`: ${WORKER_REPORTABLE[s].map((r) => `\`${r}\``).join(', ')}`,
+).join('; ');
 
 /** `termination_reason` must be one the table allows with the body's `status` (checked once `status` is valid). */
 function IsReasonOfStatus(): PropertyDecorator {
@@ -32,7 +46,8 @@ function IsReasonOfStatus(): PropertyDecorator {
         validate: (value: unknown, args: ValidationArguments) => {
           const status = (args.object as { status?: unknown }).status;
           // An invalid status is reported on its own field; the reason is then judged against every status.
-          if (typeof status !== 'string' || !(REPORTED_STATUSES as readonly string[]).includes(status)) return (WORKER_REPORTABLE_REASONS as readonly unknown[]).includes(value);
+          if (typeof status !== 'string' || !(REPORTED_STATUSES as readonly string[]).includes(status))
+            return (WORKER_REPORTABLE_REASONS as readonly unknown[]).includes(value);
           return typeof value === 'string' && isWorkerReportable(status, value);
         },
         defaultMessage: (args?: ValidationArguments) => {
@@ -46,7 +61,12 @@ function IsReasonOfStatus(): PropertyDecorator {
 }
 
 export class CapacityDto {
-  @ApiProperty({ type: 'number', minimum: 0, maximum: 100_000, description: 'CPUs free on this worker (fractions allowed).' })
+  @ApiProperty({
+    type: 'number',
+    minimum: 0,
+    maximum: 100_000,
+    description: 'CPUs free on this worker (fractions allowed).',
+  })
   @IsNumber({ allowNaN: false, allowInfinity: false })
   @Min(0)
   @Max(100_000)
@@ -58,7 +78,13 @@ export class CapacityDto {
   @Max(1_000_000_000)
   memory_mib!: number;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 1024, default: 0, description: 'GPUs free on this worker.' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 0,
+    maximum: 1024,
+    default: 0,
+    description: 'GPUs free on this worker.',
+  })
   @Optional()
   @IsInt()
   @Min(0)
@@ -79,13 +105,22 @@ export class ClaimDto {
   @Matches(WORKER_ID, { message: WORKER_ID_RULE })
   worker_id!: string;
 
-  @ApiProperty({ type: () => CapacityDto, description: 'Only submissions whose resources fit in this capacity (all together) are handed out.' })
+  @ApiProperty({
+    type: () => CapacityDto,
+    description: 'Only submissions whose resources fit in this capacity (all together) are handed out.',
+  })
   @IsObject()
   @ValidateNested()
   @Type(() => CapacityDto)
   capacity!: CapacityDto;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 1, description: 'Submissions to hand out at most: default 1, at most 100 (each with its spec).' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: 100,
+    default: 1,
+    description: 'Submissions to hand out at most: default 1, at most 100 (each with its spec).',
+  })
   @Optional()
   @IsInt()
   @Min(1)
@@ -101,21 +136,32 @@ export class WorkerReportDto {
 }
 
 export class RunningDto extends WorkerReportDto {
-  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'Any JSON object up to 64 KiB, stored and shown as sent.' })
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: true,
+    description: 'Any JSON object up to 64 KiB, stored and shown as sent.',
+  })
   @Optional()
   @IsJsonObject(65536)
   provisioning_data?: Record<string, unknown>;
 }
 
 export class HeartbeatDto extends WorkerReportDto {
-  @ApiPropertyOptional({ type: 'object', additionalProperties: true, description: 'Any JSON object up to 64 KiB, stored and shown as sent.' })
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: true,
+    description: 'Any JSON object up to 64 KiB, stored and shown as sent.',
+  })
   @Optional()
   @IsJsonObject(65536)
   runtime_data?: Record<string, unknown>;
 }
 
 export class CompleteDto extends WorkerReportDto {
-  @ApiProperty({ enum: REPORTED_STATUSES, description: 'The final status. `done` only after the submission reported `running`.' })
+  @ApiProperty({
+    enum: REPORTED_STATUSES,
+    description: 'The final status. `done` only after the submission reported `running`.',
+  })
   @IsIn(REPORTED_STATUSES)
   status!: ReportedStatus;
 
@@ -129,7 +175,12 @@ export class CompleteDto extends WorkerReportDto {
   @IsReasonOfStatus()
   termination_reason!: TerminationReason;
 
-  @ApiPropertyOptional({ type: 'integer', minimum: -1_000_000, maximum: 1_000_000, description: "The process's exit status, if it ran." })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: -1_000_000,
+    maximum: 1_000_000,
+    description: "The process's exit status, if it ran.",
+  })
   @Optional()
   @IsInt()
   @Min(-1_000_000)
@@ -209,6 +260,10 @@ export class CompleteView {
   termination_reason!: string;
 
   /** The submission created to retry the job, when the failure is within the run's retry policy. */
-  @ApiProperty({ type: () => RetrySubmissionView, nullable: true, description: 'The submission created to retry the job, when the failure is within the retry policy.' })
+  @ApiProperty({
+    type: () => RetrySubmissionView,
+    nullable: true,
+    description: 'The submission created to retry the job, when the failure is within the retry policy.',
+  })
   retry_submission!: { id: string; submission_num: number } | null;
 }
