@@ -227,13 +227,11 @@ function bodyMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): fc.
     );
   }
   arbs.push(
-    fc
-      .oneof(fc.string({ maxLength: 30 }), fc.constantFrom('{', '[1,', '{"a":}', 'nul', '{"jobs": [}'))
-      .map((text) => ({
-        label: `not JSON: ${short(text)}`,
-        request: { ...valid, rawBody: `\u0001${text}` },
-        mustRefuse: true,
-      })),
+    fc.oneof(fc.string({ maxLength: 30 }), fc.constantFrom('{', '[1,', '{"a":}', 'nul', '{"jobs": [}')).map((text) => ({
+      label: `not JSON: ${short(text)}`,
+      request: { ...valid, rawBody: `\u0001${text}` },
+      mustRefuse: true,
+    })),
   );
   arbs.push(fc.jsonValue({ maxDepth: 3 }).map((v) => example(`random JSON ${short(v)}`, v)));
   return arbs;
@@ -275,21 +273,17 @@ function queryMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): fc
     if (typeof s.maximum === 'number') values.push(fc.constant(String(s.maximum + 1)));
     if (typeof s.minimum === 'number') values.push(fc.constant(String(s.minimum - 1)));
     if (typeof s.maxLength === 'number') values.push(fc.constant('q'.repeat(s.maxLength + 1)));
-    return fc
-      .oneof(...values)
-      .map((v) => ({
-        label: `query ${p.name}=${short(v)}`,
-        request: { ...valid, query: { ...valid.query, [p.name]: v } },
-        mustRefuse: !paramValid(p, v, ctx),
-      }));
-  });
-  const repeated = fc
-    .constantFrom(...params)
-    .map((p) => ({
-      label: `query ${p.name} repeated`,
-      request: { ...valid, query: { ...valid.query, [p.name]: ['1', '2'] } },
-      mustRefuse: true,
+    return fc.oneof(...values).map((v) => ({
+      label: `query ${p.name}=${short(v)}`,
+      request: { ...valid, query: { ...valid.query, [p.name]: v } },
+      mustRefuse: !paramValid(p, v, ctx),
     }));
+  });
+  const repeated = fc.constantFrom(...params).map((p) => ({
+    label: `query ${p.name} repeated`,
+    request: { ...valid, query: { ...valid.query, [p.name]: ['1', '2'] } },
+    mustRefuse: true,
+  }));
   return [wrong, repeated, unknown];
 }
 
@@ -311,13 +305,11 @@ function pathMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): fc.
         );
       const foreign = ctx.foreign[p.name] ?? [];
       if (foreign.length) values.push(fc.constantFrom(...foreign));
-      return fc
-        .oneof(...values)
-        .map((v) => ({
-          label: `path ${p.name}=${short(v)}`,
-          request: { ...valid, params: { ...valid.params, [p.name]: v } },
-          mustRefuse: true,
-        }));
+      return fc.oneof(...values).map((v) => ({
+        label: `path ${p.name}=${short(v)}`,
+        request: { ...valid, params: { ...valid.params, [p.name]: v } },
+        mustRefuse: true,
+      }));
     }),
   ];
 }
@@ -341,13 +333,11 @@ function headerMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): f
   }
   if (op.parameters.some((p) => p.in === 'header' && p.name === 'Idempotency-Key')) {
     arbs.push(
-      fc
-        .constantFrom('', 'a b', 'k'.repeat(256), 'é', '\t')
-        .map((key) => ({
-          label: `Idempotency-Key ${short(key)}`,
-          request: { ...valid, headers: { ...valid.headers, 'Idempotency-Key': key } },
-          mustRefuse: true,
-        })),
+      fc.constantFrom('', 'a b', 'k'.repeat(256), 'é', '\t').map((key) => ({
+        label: `Idempotency-Key ${short(key)}`,
+        request: { ...valid, headers: { ...valid.headers, 'Idempotency-Key': key } },
+        mustRefuse: true,
+      })),
     );
   }
   return arbs;
