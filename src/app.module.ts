@@ -1,7 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AdminModule } from './modules/admin/admin.module';
 import { BillingModule } from './modules/billing/billing.module';
-import { BillingCostModule } from './modules/billing/billing-cost.module';
 import { ScheduleModule } from '@nestjs/schedule';
 import { IdempotencyModule } from './common/idempotency/idempotency.module';
 import { ConfigModule } from './config/config.module';
@@ -11,6 +10,9 @@ import { HealthModule } from './infra/health/health.module';
 import { LoggingModule } from './infra/logging/logging.module';
 import { MetricsModule } from './infra/metrics/metrics.module';
 import { ProjectsModule } from './modules/projects/projects.module';
+import { JobGroupsApiModule } from './modules/job-groups/job-groups-api.module';
+import { LoopsModule } from './infra/loops/loops.module';
+import { InvariantsModule } from './infra/invariants/invariants.module';
 import { RunsModule } from './modules/runs/runs.module';
 import { UsersModule } from './modules/users/users.module';
 import { WorkersModule } from './modules/workers/workers.module';
@@ -22,6 +24,8 @@ import { WorkersModule } from './modules/workers/workers.module';
     DatabaseModule,
     TransactionsModule,
     MetricsModule,
+    LoopsModule,
+    InvariantsModule,
     HealthModule,
     IdempotencyModule,
     UsersModule,
@@ -29,7 +33,7 @@ import { WorkersModule } from './modules/workers/workers.module';
     RunsModule,
     WorkersModule,
     BillingModule,
-    BillingCostModule,
+    JobGroupsApiModule,
     AdminModule,
     ScheduleModule.forRoot(),
   ],

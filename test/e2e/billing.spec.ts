@@ -1,7 +1,7 @@
 import { DONE } from '../../bench/reference-worker';
 import type { Claimed, ReferenceWorker } from '../../bench/reference-worker';
-import { BudgetEnforcerService } from '../../src/modules/workers/budget-enforcer.service';
-import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
+import { BudgetService } from '../../src/modules/billing/budget.service';
+import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
 import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { claimFor, invariants, makeWorker } from '../support/workers';
@@ -243,7 +243,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
       `UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
       [s.id],
     );
-    await t.app.get(WorkerLifecycleService).expireLapsedLeases(100);
+    await t.app.get(ServerTransitionsService).expireLapsedLeases(100);
     const cost = await runCost(run);
     expect(cost.running_usd).toBe(0);
     expectHours(item(cost, 'cpu')!.usage, 300 / 3600);
@@ -378,7 +378,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await rewind(s.id, 3600);
     await w.heartbeat(s.id);
     await t.http.patch(`/api/v1/projects/${poor}`).set(owner.auth).send({ billing_limit_usd: 0.01 }).expect(200);
-    const enforcer = t.app.get(BudgetEnforcerService);
+    const enforcer = t.app.get(BudgetService);
     let stopped = 0;
     for (let i = 0; i < 20 && stopped === 0; i++) stopped += await enforcer.enforce(1000);
     expect(stopped).toBe(1);
@@ -398,7 +398,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     expect(queued).toMatchObject({ status: 'terminated', termination_reason: 'budget_exceeded' });
     expect((await w.heartbeat(s.id)).body.cancel_requested).toBe(true);
     await w.complete(s.id, { status: 'terminated', termination_reason: 'budget_exceeded' });
-    await t.app.get(WorkerLifecycleService).sweepCancelled(100, 1000);
+    await t.app.get(ServerTransitionsService).sweepCancelled(100, 1000);
     expect((await t.http.get(runUrl(run, poor)).set(owner.auth).expect(200)).body).toMatchObject({
       status: 'terminated',
       termination_reason: 'budget_exceeded',

@@ -1,4 +1,4 @@
-import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
+import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
 import { DONE, ERROR, NO_CAPACITY, Outcome } from '../../bench/reference-worker';
 import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeGroupChain, makeProject, makeRun } from '../support/factories';
@@ -83,7 +83,7 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
       if (res.status !== 200 || counts.some((n) => n < 0) || counts.reduce((a, b) => a + b, 0) !== 20)
         countsSeen.push(`${res.status} ${JSON.stringify(res.body.job_counts)}`);
     };
-    const lifecycle = t.app.get(WorkerLifecycleService);
+    const lifecycle = t.app.get(ServerTransitionsService);
 
     const worker = async (n: number) => {
       const w = makeWorker(t, service, `worker-${n}`);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
+import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
 import { DONE, ERROR, NO_CAPACITY } from '../../bench/reference-worker';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
@@ -204,7 +204,7 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
       .expect(200);
     expect((await w.heartbeat(s.id)).body.cancel_requested).toBe(true);
     expect((await getRun(run)).status).toBe('terminating');
-    const swept = await t.app.get(WorkerLifecycleService).sweepCancelled(100, 1000);
+    const swept = await t.app.get(ServerTransitionsService).sweepCancelled(100, 1000);
     expect(swept).toBeGreaterThanOrEqual(2);
     await w.complete(s.id, { status: 'terminated', termination_reason: 'job_group_cancelled' });
     const after = await getRun(run);
@@ -253,7 +253,7 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
       `UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
       [s.id],
     );
-    expect(await t.app.get(WorkerLifecycleService).expireLapsedLeases(100)).toBeGreaterThanOrEqual(1);
+    expect(await t.app.get(ServerTransitionsService).expireLapsedLeases(100)).toBeGreaterThanOrEqual(1);
     const job = (await getRun(run)).jobs[0];
     expect(job.job_submissions.map((x) => [x.submission_num, x.status])).toEqual([
       [0, 'failed'],
@@ -280,7 +280,7 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(stopping).toMatchObject({ status: 'terminating', status_message: 'stopping' });
     expect((await w.heartbeat(s.id)).body.cancel_requested).toBe(true);
     await w.complete(s.id, { status: 'terminated', termination_reason: 'stopped_by_user' });
-    await t.app.get(WorkerLifecycleService).sweepCancelled(100, 1000);
+    await t.app.get(ServerTransitionsService).sweepCancelled(100, 1000);
     expect(await getRun(run)).toMatchObject({ status: 'terminated', termination_reason: 'stopped_by_user' });
   });
 

@@ -1,4 +1,4 @@
-import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
+import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
 import { claimFor, invariants, makeWorker } from '../support/workers';
@@ -63,7 +63,7 @@ describe('max_duration_s enforced by the server: overdue running submissions end
     );
 
     // Not yet past its deadline: nothing happens.
-    const lifecycle = t.app.get(WorkerLifecycleService);
+    const lifecycle = t.app.get(ServerTransitionsService);
     expect(await lifecycle.expireOverdue(100)).toBe(0);
 
     await overdue(limited.id, 61);
@@ -107,7 +107,7 @@ describe('max_duration_s enforced by the server: overdue running submissions end
     expect(claimed).toHaveLength(3);
     for (const c of claimed) await w.running(c.id);
     for (const [i, c] of claimed.entries()) await overdue(c.id, 10 + i);
-    const lifecycle = t.app.get(WorkerLifecycleService);
+    const lifecycle = t.app.get(ServerTransitionsService);
     expect(await lifecycle.expireOverdue(2)).toBe(2);
     expect(await lifecycle.expireOverdue(2)).toBe(1);
     const statuses = await t.dataSource.query<{ status: string; termination_reason: string }[]>(

@@ -1,7 +1,8 @@
 import 'reflect-metadata';
 import { plainToInstance } from 'class-transformer';
 import { validateSync } from 'class-validator';
-import { cancelledJobOutcome, SYSTEM_CANCEL_REASONS } from '../../src/modules/job-groups/dto/job-group.dto';
+import { cancelledJobOutcome } from '../../src/modules/lifecycle/outcomes';
+import { SYSTEM_CANCEL_REASONS } from '../../src/modules/lifecycle/vocabulary';
 import {
   FINISHED_STATUSES,
   heldStatusesAllowing,

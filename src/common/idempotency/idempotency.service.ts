@@ -1,6 +1,7 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnModuleInit } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { EntityManager } from 'typeorm';
+import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
 import { DomainError } from '../errors/domain-error';
 import { ResourceKind } from './idempotency-key.entity';
 import { IdempotencyRepository } from './idempotency.repository';
@@ -43,8 +44,15 @@ function canonical(value: unknown): string {
  * IDEMPOTENCY_KEY_REUSED.
  */
 @Injectable()
-export class IdempotencyService {
-  constructor(private readonly keys: IdempotencyRepository) {}
+export class IdempotencyService implements OnModuleInit {
+  constructor(
+    private readonly keys: IdempotencyRepository,
+    private readonly loops: BackgroundLoopsService,
+  ) {}
+
+  onModuleInit(): void {
+    this.loops.register({ name: 'cleanup', everyMs: 60_000, pass: () => this.purgeOlderThan(24 * 3600, 1000) });
+  }
 
   /** Clean-up: forgets keys older than `seconds`, at most `limit` per call. Returns how many. */
   purgeOlderThan(seconds: number, limit: number): Promise<number> {

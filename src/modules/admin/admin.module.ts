@@ -1,15 +1,10 @@
 import { Module } from '@nestjs/common';
-import { BillingModule } from '../billing/billing.module';
-import { JobGroupsModule } from '../job-groups/job-groups.module';
-import { JobsModule } from '../jobs/jobs.module';
-import { RunsModule } from '../runs/runs.module';
-import { WorkersModule } from '../workers/workers.module';
 import { AdminController } from './admin.controller';
 import { InvariantsService } from './invariants.service';
 import { MaintenanceService } from './maintenance.service';
 
+/** Admin operations: the invariants report and on-demand clean-up, gathered from what modules registered. */
 @Module({
-  imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule, WorkersModule],
   controllers: [AdminController],
   providers: [InvariantsService, MaintenanceService],
 })

@@ -1,9 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ApiProperty } from '@nestjs/swagger';
-import { BillingService } from '../billing/billing.service';
-import { JobGroupsService } from '../job-groups/job-groups.service';
-import { JobsService } from '../jobs/jobs.service';
-import { RunsService } from '../runs/runs.service';
+import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 
 export class InvariantMismatch {
   @ApiProperty()
@@ -26,32 +23,18 @@ export class InvariantsReport {
 
 const MAX_REPORTED = 1000;
 
-/** Each module checks its own rows against the facts other modules hand it; this only collects the answers. */
+/** Runs every invariant the modules registered, one after another, and gathers their mismatches. */
 @Injectable()
 export class InvariantsService {
-  constructor(
-    private readonly jobs: JobsService,
-    private readonly groups: JobGroupsService,
-    private readonly runs: RunsService,
-    private readonly billing: BillingService,
-  ) {}
+  constructor(private readonly registry: InvariantsRegistry) {}
 
   async check(): Promise<InvariantsReport> {
     const checkedAt = new Date().toISOString();
-    const [outcomes, active, facts] = await Promise.all([
-      this.jobs.outcomeCounts(),
-      this.jobs.activeCounts(),
-      this.jobs.jobFactMismatches(MAX_REPORTED),
-    ]);
-    const counters = await this.groups.counterMismatches(outcomes);
-    const runs = await this.runs.runMismatches(active);
-    const usage = await this.billing.usageMismatches(MAX_REPORTED);
-    const mismatches = [
-      ...counters.map((detail) => ({ invariant: 'group_counters', detail })),
-      ...facts.map((f) => ({ invariant: 'job_facts', detail: `job ${f.jobId}: ${f.problem}` })),
-      ...runs.map((detail) => ({ invariant: 'run_status', detail })),
-      ...usage.map((detail) => ({ invariant: 'billing_usage', detail })),
-    ].slice(0, MAX_REPORTED);
-    return { checked_at: checkedAt, ok: mismatches.length === 0, mismatches };
+    const mismatches: InvariantMismatch[] = [];
+    for (const { name, check } of this.registry.all()) {
+      if (mismatches.length >= MAX_REPORTED) break;
+      for (const detail of await check(MAX_REPORTED - mismatches.length)) mismatches.push({ invariant: name, detail });
+    }
+    return { checked_at: checkedAt, ok: mismatches.length === 0, mismatches: mismatches.slice(0, MAX_REPORTED) };
   }
 }

@@ -1,8 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { ApiProperty } from '@nestjs/swagger';
-import { IdempotencyService } from '../../common/idempotency/idempotency.service';
-import { BillingService } from '../billing/billing.service';
-import { WorkerLifecycleService } from '../workers/worker-lifecycle.service';
+import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
 
 export class CleanupReport {
   @ApiProperty({ type: 'integer', minimum: 0 })
@@ -18,21 +16,18 @@ export class CleanupReport {
   shard_rows_compacted!: number;
 }
 
-/** One bounded pass of every clean-up the background loops also run, on demand, reporting what it did. */
+/** One bounded pass of every clean-up the background loops run, on demand, reporting what each did. */
 @Injectable()
 export class MaintenanceService {
-  constructor(
-    private readonly lifecycle: WorkerLifecycleService,
-    private readonly idempotency: IdempotencyService,
-    private readonly billing: BillingService,
-  ) {}
+  constructor(private readonly loops: BackgroundLoopsService) {}
 
   async cleanup(): Promise<CleanupReport> {
+    const pass = (name: string) => this.loops.loop(name).pass();
     return {
-      lapsed_leases_expired: await this.lifecycle.expireLapsedLeases(500),
-      queued_submissions_terminated: await this.lifecycle.sweepCancelled(50, 1000),
-      idempotency_keys_removed: await this.idempotency.purgeOlderThan(24 * 3600, 5000),
-      shard_rows_compacted: await this.billing.compactShards(1000),
+      lapsed_leases_expired: await pass('lapsed_leases'),
+      queued_submissions_terminated: await pass('cancelled_sweep'),
+      idempotency_keys_removed: await pass('cleanup'),
+      shard_rows_compacted: await pass('billing_shards'),
     };
   }
 }

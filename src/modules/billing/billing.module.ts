@@ -1,6 +1,10 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { ProjectsModule } from '../projects/projects.module';
+import { UsersModule } from '../users/users.module';
+import { BillingReportController } from './billing-report.controller';
 import { BillingRepository } from './billing.repository';
+import { BudgetService } from './budget.service';
 import { BillingService } from './billing.service';
 import { BillingAttempt } from './entities/billing-attempt.entity';
 import { Resource } from './entities/resource.entity';
@@ -9,8 +13,9 @@ import { BillingDailyUsage, BillingGroupUsage, BillingJobUsage, BillingRunUsage 
 import { AdminResourcesController, ResourcesController } from './resources.controller';
 
 /**
- * Billing core: rates, pinned quantities, accrual and cost reads. It depends on no other domain module (callers
- * pass the ids it needs), so Runs and Workers can use it; the run-scoped cost routes live in BillingCostModule.
+ * Billing: rates, pinned quantities, accrual, cost reads, the project report and the budget loop. Of the other
+ * domain modules it uses only projects and users (callers pass the run, job and group ids it needs), so runs and
+ * the lifecycle can use it; a run's and a group's cost routes are served under the run by their own modules.
  */
 @Module({
   imports: [
@@ -23,9 +28,11 @@ import { AdminResourcesController, ResourcesController } from './resources.contr
       BillingRunUsage,
       BillingDailyUsage,
     ]),
+    ProjectsModule,
+    UsersModule,
   ],
-  controllers: [ResourcesController, AdminResourcesController],
-  providers: [BillingRepository, BillingService],
-  exports: [BillingService],
+  controllers: [ResourcesController, AdminResourcesController, BillingReportController],
+  providers: [BillingRepository, BillingService, BudgetService],
+  exports: [BillingService, BudgetService],
 })
 export class BillingModule {}

@@ -1,8 +1,10 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnModuleInit } from '@nestjs/common';
 import { randomInt } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { DomainError, validationFailed } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
+import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
+import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { BillingReportRow, CostReport, NewRateDto, ReportDimension, ResourceView } from './dto/billing.dto';
 import { BillingRepository, CostRow, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
 
@@ -41,11 +43,18 @@ export const MAX_REPORT_ROWS = 100_000;
  * EntityManager join the caller's lifecycle transaction; callers hand over every id billing needs.
  */
 @Injectable()
-export class BillingService {
+export class BillingService implements OnModuleInit {
   constructor(
     private readonly tx: TransactionRunner,
     private readonly billing: BillingRepository,
+    private readonly loops: BackgroundLoopsService,
+    private readonly invariants: InvariantsRegistry,
   ) {}
+
+  onModuleInit(): void {
+    this.loops.register({ name: 'billing_shards', everyMs: 300_000, pass: () => this.compactShards(1000) });
+    this.invariants.register({ name: 'billing_usage', check: (limit) => this.usageMismatches(limit) });
+  }
 
   async currentResources(): Promise<{ items: ResourceView[] }> {
     return { items: (await this.billing.currentResources()).map(toResourceView) };

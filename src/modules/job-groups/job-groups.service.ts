@@ -2,15 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
-import {
-  Cancellation,
-  cancelledJobOutcome,
-  GroupCounts,
-  GroupStatus,
-  JobGroupView,
-  MAX_DEPTH,
-  toCancellationView,
-} from './dto/job-group.dto';
+import { type Cancellation, cancelledJobOutcome, type JobOutcome, outcomeDelta } from '../lifecycle/outcomes';
+import { GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
 import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
 import { ActiveCounts, ActiveDelta, ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
@@ -25,9 +18,6 @@ export interface Chain {
   /** Reason of a cancellation of group 0 itself (a stopped run), if any. */
   stopReason: string | null;
 }
-
-/** A job's counted outcome; `aborted` is a cancellation that shows as `aborted` (counted in n_cancelled and n_aborted). */
-export type JobOutcome = 'succeeded' | 'failed' | 'cancelled' | 'aborted';
 
 export interface GroupTreeRequest {
   ref: string;
@@ -497,17 +487,6 @@ function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDe
     nProvisioning: c.nProvisioning - (active.nProvisioning ?? 0),
     nRunning: c.nRunning - (active.nRunning ?? 0),
     nRetrying: c.nRetrying - (active.nRetrying ?? 0),
-  };
-}
-
-function outcomeDelta(outcome: JobOutcome) {
-  const cancelled = outcome === 'cancelled' || outcome === 'aborted';
-  return {
-    nCompleted: 1,
-    nSucceeded: outcome === 'succeeded' ? 1 : 0,
-    nFailed: outcome === 'failed' ? 1 : 0,
-    nCancelled: cancelled ? 1 : 0,
-    nAborted: outcome === 'aborted' ? 1 : 0,
   };
 }
 

@@ -1,9 +1,10 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { UUID_PATTERN } from '../../common/validation/params';
-import { Cancellation, cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
+import { type Cancellation, cancelledJobOutcome, effectiveJobStatus } from '../lifecycle/outcomes';
 import {
   JobRequestDto,
   JobView,
@@ -24,11 +25,19 @@ import { LatestSubmissionsRepository } from './latest-submissions.repository';
 export type GroupCancellations = Map<number, Cancellation>;
 
 @Injectable()
-export class JobsService {
+export class JobsService implements OnModuleInit {
   constructor(
     private readonly jobs: JobsRepository,
     private readonly latest: LatestSubmissionsRepository,
+    private readonly invariants: InvariantsRegistry,
   ) {}
+
+  onModuleInit(): void {
+    this.invariants.register({
+      name: 'job_facts',
+      check: async (limit) => (await this.jobFactMismatches(limit)).map((f) => `job ${f.jobId}: ${f.problem}`),
+    });
+  }
 
   /** Numbers requested jobs in request order from `firstJobNum`, expanding replicas. */
   expand(requests: { jobGroupId: number; job: JobRequestDto }[], firstJobNum: number): NewJob[] {
@@ -211,17 +220,16 @@ export function toJobView(
   latest: SubmissionView | null,
   cancellation: Cancellation | null,
 ): JobView {
-  const cancelled = cancellation !== null && !job.completionCounted;
-  const outcome = cancelled ? cancelledJobOutcome(cancellation) : null;
+  const effective = effectiveJobStatus(job, cancellation);
   return {
     id: job.id,
     job_num: job.jobNum,
     replica_num: job.replicaNum,
     job_name: job.jobName,
     job_group_id: job.jobGroupId,
-    status: outcome?.status ?? job.status,
-    termination_reason: outcome?.terminationReason ?? job.terminationReason,
-    cancelled_job_group_id: cancelled ? cancellation.jobGroupId : null,
+    status: effective.status,
+    termination_reason: effective.terminationReason,
+    cancelled_job_group_id: effective.cancelledBy?.jobGroupId ?? null,
     submission_count: job.submissionCount,
     folded_submissions: job.foldedSubmissions,
     latest_job_submission: latest,

@@ -2,7 +2,7 @@
  * The job/submission state machine's vocabulary, written once as data: statuses, termination reasons, which reason
  * goes with which final status, and which moves are allowed from which status. Everything else (DTO validation, the
  * OpenAPI document, the worker lifecycle's checks, the SQL's status lists) derives from these tables. Pure data and
- * functions, no Nest: the seed of the lifecycle module of issue #12.
+ * functions, no Nest: other modules import these words from here (and only from here).
  */
 
 export const SUBMISSION_STATUSES = [
@@ -152,3 +152,34 @@ export const isWorkerReportable = (status: string, reason: string): boolean =>
 export function heldStatusesAllowing(status: FinishedStatus, reason: string): HeldStatus[] {
   return HELD_STATUSES.filter((from) => isAllowedTransition(from, status, reason));
 }
+
+/** The retry policy's events (`retry.on_events`), each standing for some failure reasons. */
+export const RETRY_EVENTS = ['no_capacity', 'interruption', 'error'] as const;
+export type RetryEvent = (typeof RETRY_EVENTS)[number];
+
+/** Which failure reasons each retry event stands for; a reason not listed is never retried. */
+export const RETRY_EVENT_OF_REASON: Readonly<Partial<Record<TerminationReason, RetryEvent>>> = {
+  failed_to_start_due_to_no_capacity: 'no_capacity',
+  interrupted_by_no_capacity: 'no_capacity',
+  instance_unreachable: 'interruption',
+  container_exited_with_error: 'error',
+  executor_error: 'error',
+};
+
+/** Only these final statuses can be retried (by the run's retry policy, for a reason mapped to a retry event). */
+export const RETRYABLE_STATUSES = ['failed', 'terminated'] as const satisfies readonly FinishedStatus[];
+export const isRetryableStatus = (s: string): boolean => (RETRYABLE_STATUSES as readonly string[]).includes(s);
+
+/**
+ * Reasons a group may be cancelled for that show, unchanged, as the termination reason of the jobs it stops; any
+ * other (free-text) reason a user gives shows as `job_group_cancelled`.
+ */
+export const SYSTEM_CANCEL_REASONS = [
+  'stopped_by_user',
+  'aborted_by_user',
+  'fail_fast',
+  'budget_exceeded',
+] as const satisfies readonly TerminationReason[];
+
+/** Statuses a queued submission has (waiting for a claim). */
+export const QUEUED_STATUSES = ['submitted'] as const satisfies readonly SubmissionStatus[];

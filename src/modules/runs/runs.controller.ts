@@ -13,10 +13,11 @@ import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorat
 import { RawJsonInterceptor } from '../../common/json/raw-json';
 import { Page, PageQueryDto } from '../../common/pagination/cursor';
 import { SubmissionView } from '../jobs/dto/job-spec';
-import { JobsService } from '../jobs/jobs.service';
+import { CostReport } from '../billing/dto/billing.dto';
 import { RunGetQueryDto, RunListQueryDto, RunView } from './dto/run-view.dto';
 import { StopRunDto, SubmitRunDto } from './dto/submit-run.dto';
-import { RunsService } from './runs.service';
+import { RunCommandsService } from './run-commands.service';
+import { RunViewsService } from './run-views.service';
 import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 @ApiTags('runs')
@@ -26,8 +27,8 @@ import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 @UseInterceptors(ReadRetryInterceptor, RawJsonInterceptor)
 export class RunsController {
   constructor(
-    private readonly runs: RunsService,
-    private readonly jobs: JobsService,
+    private readonly commands: RunCommandsService,
+    private readonly views: RunViewsService,
   ) {}
 
   /** Runs of every project the caller may see (admins: all), newest first unless `ascending=true`. */
@@ -35,7 +36,7 @@ export class RunsController {
   @ApiPageResponse(RunView)
   @ApiErrors(400)
   listAll(@CurrentPrincipal() p: Principal, @Query() q: RunListQueryDto): Promise<Page<RunView>> {
-    return this.runs.list(p, undefined, q);
+    return this.views.list(p, undefined, q);
   }
 
   @Post('projects/:project/runs')
@@ -49,7 +50,7 @@ export class RunsController {
     @Body() body: SubmitRunDto,
     @IdempotencyKey() key?: string,
   ): Promise<RunView> {
-    return this.runs.submit(p, project, body, key);
+    return this.commands.submit(p, project, body, key);
   }
 
   @Get('projects/:project/runs')
@@ -61,7 +62,7 @@ export class RunsController {
     @Param('project') project: string,
     @Query() q: RunListQueryDto,
   ): Promise<Page<RunView>> {
-    return this.runs.list(p, project, q);
+    return this.views.list(p, project, q);
   }
 
   /** One run with its first `jobs_limit` jobs; `job_submissions_limit` omitted = every submission (up to 1,000) of each. */
@@ -76,7 +77,7 @@ export class RunsController {
     @Param('runId') runId: string,
     @Query() q: RunGetQueryDto,
   ): Promise<RunView> {
-    return this.runs.get(p, project, runId, q);
+    return this.views.get(p, project, runId, q);
   }
 
   @Post('projects/:project/runs/:runId/stop')
@@ -91,7 +92,7 @@ export class RunsController {
     @Param('runId') runId: string,
     @Body() body: StopRunDto,
   ): Promise<RunView> {
-    return this.runs.stop(p, project, runId, body.abort ?? false);
+    return this.commands.stop(p, project, runId, body.abort ?? false);
   }
 
   /** Only finished runs (else 409 RUN_NOT_FINISHED); soft delete. */
@@ -106,7 +107,7 @@ export class RunsController {
     @Param('project') project: string,
     @Param('runId') runId: string,
   ): Promise<void> {
-    return this.runs.delete(p, project, runId);
+    return this.commands.delete(p, project, runId);
   }
 
   /** A job's whole history, newest first, paginated. */
@@ -116,16 +117,28 @@ export class RunsController {
   @ApiUuidParam('jobId', 'Job')
   @ApiPageResponse(SubmissionView, 'Newest first.')
   @ApiErrors(400, 404)
-  async submissions(
+  submissions(
     @CurrentPrincipal() p: Principal,
     @Param('project') project: string,
     @Param('runId') runId: string,
     @Param('jobId') jobId: string,
     @Query() q: PageQueryDto,
   ): Promise<Page<SubmissionView>> {
-    const { run } = await this.runs.requireRun(p, project, runId);
-    const page = await this.jobs.history(run.id, jobId, q.limit, q.cursor);
-    await this.runs.fillCosts(page.items);
-    return page;
+    return this.views.history(p, project, runId, jobId, q.limit, q.cursor);
+  }
+
+  /** The run's cost, exact at the time of the request (running submissions included). */
+  @Get('projects/:project/runs/:runId/cost')
+  @ApiTags('billing')
+  @ApiProjectParam()
+  @ApiUuidParam('runId', 'Run')
+  @ApiOkResponse({ type: CostReport })
+  @ApiErrors(400, 404)
+  cost(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+  ): Promise<CostReport> {
+    return this.views.cost(p, project, runId);
   }
 }

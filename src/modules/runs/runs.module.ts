@@ -6,17 +6,22 @@ import { JobsModule } from '../jobs/jobs.module';
 import { ProjectsModule } from '../projects/projects.module';
 import { UsersModule } from '../users/users.module';
 import { Run } from './entities/run.entity';
-import { JobGroupsController } from './job-groups.controller';
-import { RunJobGroupsService } from './run-job-groups.service';
+import { RunAccessService } from './run-access.service';
+import { RunCommandsService } from './run-commands.service';
+import { RunStatusService } from './run-status.service';
+import { RunViewsService } from './run-views.service';
 import { RunsController } from './runs.controller';
 import { RunsRepository } from './runs.repository';
-import { RunsService } from './runs.service';
 
-/** Runs and the public routes under a run (its job groups, jobs and submission history). */
+/**
+ * Runs: submit, stop, delete (RunCommandsService), their views and the list (RunViewsService), their status
+ * derived from the root group's counters (RunStatusService), and who may see which run (RunAccessService). The
+ * last three are what other modules use.
+ */
 @Module({
   imports: [TypeOrmModule.forFeature([Run]), ProjectsModule, UsersModule, JobGroupsModule, JobsModule, BillingModule],
-  controllers: [RunsController, JobGroupsController],
-  providers: [RunsRepository, RunsService, RunJobGroupsService],
-  exports: [RunsService],
+  controllers: [RunsController],
+  providers: [RunsRepository, RunAccessService, RunCommandsService, RunStatusService, RunViewsService],
+  exports: [RunAccessService, RunStatusService, RunViewsService],
 })
 export class RunsModule {}

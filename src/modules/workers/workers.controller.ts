@@ -13,7 +13,7 @@ import {
   RunningDto,
   RunningView,
 } from './dto/worker.dto';
-import { WorkerLifecycleService } from './worker-lifecycle.service';
+import { WorkerReportsService } from '../lifecycle/worker-reports.service';
 
 const submissionId = new ParseUUIDPipe({ exceptionFactory: () => notFound('submission') });
 
@@ -23,7 +23,7 @@ const submissionId = new ParseUUIDPipe({ exceptionFactory: () => notFound('submi
 @Controller('internal/v1/submissions')
 @Access('service')
 export class WorkersController {
-  constructor(private readonly lifecycle: WorkerLifecycleService) {}
+  constructor(private readonly lifecycle: WorkerReportsService) {}
 
   /** Moves fitting queued submissions to `provisioning` with a lease; concurrent claimers never share one. */
   @Post('claim')

@@ -1,19 +1,10 @@
 import { Module } from '@nestjs/common';
-import { BillingModule } from '../billing/billing.module';
-import { JobGroupsModule } from '../job-groups/job-groups.module';
-import { ProjectsModule } from '../projects/projects.module';
-import { JobsModule } from '../jobs/jobs.module';
-import { RunsModule } from '../runs/runs.module';
-import { BackgroundLoopsService } from './background-loops.service';
-import { BudgetEnforcerService } from './budget-enforcer.service';
-import { WorkerLifecycleService } from './worker-lifecycle.service';
+import { LifecycleModule } from '../lifecycle/lifecycle.module';
 import { WorkersController } from './workers.controller';
 
-/** The internal worker API and the background loops that keep the lifecycle moving without workers. */
+/** The internal API workers call: its controller and DTOs; every transition is the lifecycle module's. */
 @Module({
-  imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule, ProjectsModule],
+  imports: [LifecycleModule],
   controllers: [WorkersController],
-  providers: [WorkerLifecycleService, BackgroundLoopsService, BudgetEnforcerService],
-  exports: [WorkerLifecycleService, BackgroundLoopsService, BudgetEnforcerService],
 })
 export class WorkersModule {}

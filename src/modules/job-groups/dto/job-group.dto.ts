@@ -3,6 +3,7 @@ import { IsBoolean, IsInt, IsOptional, IsString, Max, MaxLength, Min } from 'cla
 import { Transform } from 'class-transformer';
 import { PageQueryDto } from '../../../common/pagination/cursor';
 import { IsJsonObject, Optional } from '../../../common/validation/validators';
+import type { Cancellation } from '../../lifecycle/outcomes';
 
 export const MAX_DEPTH = 5;
 
@@ -118,15 +119,7 @@ export class JobGroupView {
   counts!: GroupCounts;
 }
 
-/** Reasons the system itself cancels for; they show as the termination reason of the jobs they stop. */
-export const SYSTEM_CANCEL_REASONS = ['stopped_by_user', 'aborted_by_user', 'fail_fast', 'budget_exceeded'] as const;
-
-export interface Cancellation {
-  jobGroupId: number;
-  cancelledAt: Date;
-  cancelledBy: string;
-  reason: string;
-}
+export type { Cancellation } from '../../lifecycle/outcomes';
 
 export const toCancellationView = (c: Cancellation): CancellationView => ({
   job_group_id: c.jobGroupId,
@@ -134,10 +127,3 @@ export const toCancellationView = (c: Cancellation): CancellationView => ({
   cancelled_by: c.cancelledBy,
   reason: c.reason,
 });
-
-/** How a job stopped by a cancellation shows: `aborted` for an abort, `terminated` otherwise. */
-export function cancelledJobOutcome(c: Cancellation): { status: 'terminated' | 'aborted'; terminationReason: string } {
-  if (c.reason === 'aborted_by_user') return { status: 'aborted', terminationReason: 'aborted_by_user' };
-  const system = (SYSTEM_CANCEL_REASONS as readonly string[]).includes(c.reason);
-  return { status: 'terminated', terminationReason: system ? c.reason : 'job_group_cancelled' };
-}

@@ -11,14 +11,9 @@ export const RUN_STATUSES = [
 export type RunStatus = (typeof RUN_STATUSES)[number];
 export const FINISHED_RUN_STATUSES: readonly RunStatus[] = ['terminated', 'failed', 'done'];
 
-export const RETRY_EVENTS = ['no_capacity', 'interruption', 'error'] as const;
-export type RetryEvent = (typeof RETRY_EVENTS)[number];
-
-export interface RetryPolicy {
-  on_events: RetryEvent[];
-  duration_s?: number;
-  max_attempts?: number;
-}
+export { RETRY_EVENTS, type RetryEvent } from '../../lifecycle/vocabulary';
+export type { RetryPolicy } from '../../lifecycle/retry-policy';
+import type { RetryPolicy } from '../../lifecycle/retry-policy';
 
 export interface RunSpec {
   retry?: RetryPolicy;

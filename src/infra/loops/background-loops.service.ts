@@ -3,15 +3,11 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, QueryRunner } from 'typeorm';
 import { Env } from '../../config/env';
-import { BillingService } from '../billing/billing.service';
-import { IdempotencyService } from '../../common/idempotency/idempotency.service';
-import { MetricsService } from '../../infra/metrics/metrics.service';
-import { BudgetEnforcerService } from './budget-enforcer.service';
-import { WorkerLifecycleService } from './worker-lifecycle.service';
+import { MetricsService } from '../metrics/metrics.service';
 
 const LEADER_LOCK_KEY = 0x72706c70; // 'rplp'
 
-interface Loop {
+export interface Loop {
   name: string;
   everyMs: number;
   pass: () => Promise<number>;
@@ -28,25 +24,27 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
   private busy = new Set<string>();
   private stopped = false;
 
-  readonly loops: Loop[] = [
-    { name: 'lapsed_leases', everyMs: 2000, pass: () => this.lifecycle.expireLapsedLeases(200) },
-    { name: 'max_duration', everyMs: 1000, pass: () => this.lifecycle.expireOverdue(200) },
-    { name: 'cancelled_sweep', everyMs: 1000, pass: () => this.lifecycle.sweepCancelled(20, 1000) },
-    { name: 'budget', everyMs: 5000, pass: () => this.budget.enforce(100) },
-    { name: 'cleanup', everyMs: 60_000, pass: () => this.idempotency.purgeOlderThan(24 * 3600, 1000) },
-    { name: 'billing_shards', everyMs: 300_000, pass: () => this.billing.compactShards(1000) },
-  ];
+  private readonly loops: Loop[] = [];
 
   constructor(
     private readonly env: Env,
     private readonly scheduler: SchedulerRegistry,
-    private readonly lifecycle: WorkerLifecycleService,
-    private readonly idempotency: IdempotencyService,
-    private readonly budget: BudgetEnforcerService,
-    private readonly billing: BillingService,
     private readonly metrics: MetricsService,
     @InjectDataSource() private readonly dataSource: DataSource,
   ) {}
+
+  /** Adds a loop (call from a module's onModuleInit: loops start at application bootstrap). */
+  register(loop: Loop): void {
+    if (this.loops.some((l) => l.name === loop.name)) throw new Error(`loop ${loop.name} registered twice`);
+    this.loops.push(loop);
+  }
+
+  /** A registered loop by name (tests and the maintenance route run single passes). */
+  loop(name: string): Loop {
+    const found = this.loops.find((l) => l.name === name);
+    if (!found) throw new Error(`no loop ${name}`);
+    return found;
+  }
 
   onApplicationBootstrap(): void {
     if (!this.env.RUNPLANE_BACKGROUND_LOOPS) return;

@@ -1,12 +1,10 @@
-import type { RetryEvent, RetryPolicy } from '../runs/dto/run-status';
+import { isRetryableStatus, RETRY_EVENT_OF_REASON, type RetryEvent, type TerminationReason } from './vocabulary';
 
-const EVENT_OF_REASON: Record<string, RetryEvent> = {
-  failed_to_start_due_to_no_capacity: 'no_capacity',
-  interrupted_by_no_capacity: 'no_capacity',
-  instance_unreachable: 'interruption',
-  container_exited_with_error: 'error',
-  executor_error: 'error',
-};
+export interface RetryPolicy {
+  on_events: RetryEvent[];
+  duration_s?: number;
+  max_attempts?: number;
+}
 
 /** Without a duration or an attempt limit, retries stop an hour after the job was submitted (as dstack's default). */
 export const DEFAULT_RETRY_DURATION_S = 3600;
@@ -20,8 +18,8 @@ export function shouldRetry(
   jobSubmittedAt: Date,
   now = new Date(),
 ): boolean {
-  if (!policy || (status !== 'failed' && status !== 'terminated')) return false;
-  const event = EVENT_OF_REASON[reason];
+  if (!policy || !isRetryableStatus(status)) return false;
+  const event = RETRY_EVENT_OF_REASON[reason as TerminationReason];
   if (!event || !policy.on_events.includes(event)) return false;
   if (policy.max_attempts !== undefined && attemptsSoFar >= policy.max_attempts) return false;
   const duration = policy.duration_s ?? (policy.max_attempts === undefined ? DEFAULT_RETRY_DURATION_S : undefined);

@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { JobGroupView } from '../../job-groups/dto/job-group.dto';
-import { CostView } from './run-view.dto';
+import { JobGroupView } from './job-group.dto';
+import { CostView } from '../../runs/dto/run-view.dto';
 
 /** A group as the group routes show it: its view and the cost of its whole subtree. */
 export class JobGroupWithCost extends JobGroupView {

@@ -1,12 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
 import { Env } from '../../config/env';
 import type { Principal } from '../../common/auth/principal';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
-import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
-import { ActiveDelta, JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
+import { JobGroupsService } from '../job-groups/job-groups.service';
+import { type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome } from './outcomes';
 import {
   FinishedStatus,
   HELD_STATUSES,
@@ -15,11 +14,20 @@ import {
   isFinished,
   SubmissionStatus,
   TRANSITIONS,
-} from '../lifecycle/vocabulary';
+  isRetryableStatus,
+} from './vocabulary';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
-import { RunsService } from '../runs/runs.service';
-import { ClaimDto, ClaimedSubmissionView, CompleteDto, CompleteView, HeartbeatDto, RunningDto } from './dto/worker.dto';
-import { shouldRetry } from './retry-policy';
+import { RunAccessService } from '../runs/run-access.service';
+import { RunStatusService } from '../runs/run-status.service';
+import { JobFinisher } from './job-finisher.service';
+import type {
+  ClaimInput,
+  ClaimedSubmission,
+  CompleteInput,
+  CompleteResult,
+  HeartbeatInput,
+  RunningInput,
+} from './lifecycle.types';
 
 const stale = (message: string) => new DomainError('STALE_SUBMISSION', message);
 
@@ -57,50 +65,26 @@ function transitionRefused(id: string, from: SubmissionStatus, status: FinishedS
   ]);
 }
 
-/** Only these outcomes can be retried (by the run's retry policy). */
-const isRetryable = (status: SubmissionStatus) => status === 'failed' || status === 'terminated';
-
-const OUTCOME: Record<string, JobOutcome> = {
-  done: 'succeeded',
-  failed: 'failed',
-  terminated: 'cancelled',
-  aborted: 'aborted',
-};
-
-/** The active count a submission occupies on its run (its root group's counters) while in `status`. */
-function activeDelta(status: SubmissionStatus, sign: 1 | -1, submissionNum: number): ActiveDelta {
-  if (status === 'provisioning') return { nProvisioning: sign };
-  if (status === 'running' || status === 'terminating') return { nRunning: sign };
-  if (status === 'submitted' && submissionNum > 0) return { nRetrying: sign };
-  return {};
-}
-
-function addDelta(a: ActiveDelta, b: ActiveDelta): ActiveDelta {
-  return {
-    nProvisioning: (a.nProvisioning ?? 0) + (b.nProvisioning ?? 0),
-    nRunning: (a.nRunning ?? 0) + (b.nRunning ?? 0),
-    nRetrying: (a.nRetrying ?? 0) + (b.nRetrying ?? 0),
-  };
-}
-
 /**
- * The worker lifecycle: claim → running → heartbeat → complete, and the lapsed-lease path. Every transition is one
- * transaction taking locks in one order: submission, job, billing, group counters (deepest first, root last), and
- * the run row only when the run's status changes.
+ * What workers report: claim → running → heartbeat → complete. Every transition is one transaction taking its
+ * locks in LOCK_ORDER (lock-order.ts): submission, job, billing, group counters (deepest first, root last), and the
+ * run row only when the run's status changes.
  */
 @Injectable()
-export class WorkerLifecycleService {
+export class WorkerReportsService {
   constructor(
     private readonly tx: TransactionRunner,
     private readonly subs: SubmissionsService,
     private readonly groups: JobGroupsService,
-    private readonly runs: RunsService,
+    private readonly runStatus: RunStatusService,
+    private readonly runAccess: RunAccessService,
     private readonly env: Env,
     private readonly billing: BillingService,
+    private readonly finisher: JobFinisher,
   ) {}
 
   /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
-  async claim(principal: Principal, body: ClaimDto): Promise<{ submissions: ClaimedSubmissionView[] }> {
+  async claim(principal: Principal, body: ClaimInput): Promise<{ submissions: ClaimedSubmission[] }> {
     const limit = body.limit ?? 1;
     const cap = { cpu: body.capacity.cpu, memoryMib: body.capacity.memory_mib, gpu: body.capacity.gpu ?? 0 };
     const claimed = await this.tx.run(async (m) => {
@@ -140,7 +124,7 @@ export class WorkerLifecycleService {
         principal.userId,
         this.env.RUNPLANE_LEASE_SECONDS,
       );
-      for (const runId of [...deltas.keys()].sort()) await this.runs.moveActive(m, runId, deltas.get(runId)!);
+      for (const runId of [...deltas.keys()].sort()) await this.runStatus.moveActive(m, runId, deltas.get(runId)!);
       return rows;
     });
     return {
@@ -162,7 +146,7 @@ export class WorkerLifecycleService {
   async running(
     principal: Principal,
     id: string,
-    body: RunningDto,
+    body: RunningInput,
   ): Promise<{ status: string; lease_expires_at: string | null }> {
     return this.tx.run(async (m) => {
       const locked = await this.subs.lockWithJob(m, id);
@@ -172,7 +156,7 @@ export class WorkerLifecycleService {
       if (!isAllowedTransition(s.status, 'running')) throw stale(`submission ${id} is ${s.status}, not provisioning`);
       const lease = await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       // Billing rows come after the submission and job, before group counters and the run (the lock order).
-      const owner = await this.runs.ownerOf(m, s.runId);
+      const owner = await this.runAccess.ownerOf(m, s.runId);
       const jobGroupIds = await this.groups.selfAndAncestorIds(m, s.runId, s.jobGroupId);
       await this.billing.startAttempt(m, {
         submissionId: s.id,
@@ -184,7 +168,7 @@ export class WorkerLifecycleService {
         memoryMib: s.memoryMib,
         gpu: s.gpu,
       });
-      await this.runs.moveActive(m, s.runId, { nProvisioning: -1, nRunning: 1 });
+      await this.runStatus.moveActive(m, s.runId, { nProvisioning: -1, nRunning: 1 });
       return { status: 'running', lease_expires_at: lease.toISOString() };
     });
   }
@@ -193,7 +177,7 @@ export class WorkerLifecycleService {
   async heartbeat(
     principal: Principal,
     id: string,
-    body: HeartbeatDto,
+    body: HeartbeatInput,
   ): Promise<{ cancel_requested: boolean; lease_expires_at: string }> {
     return this.tx.run(async (m) => {
       const s = owned(await this.subs.lockSubmission(m, id), id, holderOf(principal, body.worker_id));
@@ -211,13 +195,13 @@ export class WorkerLifecycleService {
    * account, a 404; an outcome the state machine does not allow from the submission's status, a 409
    * `TRANSITION_NOT_ALLOWED`. (The (status, reason) pair itself was checked by the DTO.)
    */
-  async complete(principal: Principal, id: string, body: CompleteDto): Promise<CompleteView> {
+  async complete(principal: Principal, id: string, body: CompleteInput): Promise<CompleteResult> {
     const exitStatus = body.exit_status ?? null;
     const holder = holderOf(principal, body.worker_id);
     return this.tx.run(async (m) => {
       // An outcome that cannot be retried (the common `done`) is locked and finished in one statement when the report
       // is current and allowed from the submission's status; a retryable one needs the run's retry policy first.
-      const retryable = isRetryable(body.status);
+      const retryable = isRetryableStatus(body.status);
       const from = heldStatusesAllowing(body.status, body.termination_reason);
       const current = retryable
         ? null
@@ -225,7 +209,7 @@ export class WorkerLifecycleService {
       if (current?.finished) {
         const s = current.submission;
         await this.billing.closeAttempt(m, s.id);
-        return this.countFinal(
+        return this.finisher.countFinal(
           m,
           s,
           current.job,
@@ -252,113 +236,11 @@ export class WorkerLifecycleService {
       // Usage up to now, closed before the group counters and the run are locked (the lock order), so billing adds
       // nothing to the time those hot rows are held.
       await this.billing.closeAttempt(m, s.id);
-      return this.finishLocked(m, s, job, body.status, body.termination_reason, exitStatus);
+      return this.finisher.finishLocked(m, s, job, body.status, body.termination_reason, exitStatus);
     });
   }
 
-  /** Lapsed leases: the worker is presumed gone, the attempt failed as `instance_unreachable` (and may retry). */
-  async expireLapsedLeases(limit: number): Promise<number> {
-    return this.tx.run(async (m) => {
-      const lapsed = await this.subs.lockLapsed(m, limit);
-      for (const s of lapsed) {
-        const locked = await this.subs.lockWithJob(m, s.id);
-        if (!locked || locked.job.latestSubmissionId !== s.id) continue;
-        // The clock stopped at the last heartbeat (each one rolled usage up to its time): close without accruing.
-        await this.billing.closeAttempt(m, s.id, true);
-        await this.finishLocked(m, locked.submission, locked.job, 'failed', 'instance_unreachable', null);
-      }
-      return lapsed.length;
-    });
-  }
-
-  /**
-   * Ends running submissions past their job's `max_duration_s` as `terminated`/`max_duration_exceeded`, even when
-   * their worker is silent: billed up to now, never retried (no retry event maps from that reason). The worker's
-   * next report is refused as stale (409), which tells it to stop the process.
-   */
-  async expireOverdue(limit: number): Promise<number> {
-    return this.tx.run(async (m) => {
-      const overdue = await this.subs.lockOverdue(m, limit);
-      for (const s of overdue) {
-        const locked = await this.subs.lockWithJob(m, s.id);
-        if (!locked || locked.job.latestSubmissionId !== s.id) continue;
-        await this.billing.closeAttempt(m, s.id);
-        await this.finishLocked(m, locked.submission, locked.job, 'terminated', 'max_duration_exceeded', null);
-      }
-      return overdue.length;
-    });
-  }
-
-  /** Terminates, in bounded batches, queued submissions below cancellations not yet swept. */
-  async sweepCancelled(maxCancellations: number, batch: number): Promise<number> {
-    let total = 0;
-    for (const c of await this.groups.unswept(maxCancellations)) {
-      total += await this.tx.run(async (m) => {
-        const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId, m);
-        const outcome = cancelledJobOutcome(c);
-        const done = await this.subs.terminateQueued(m, c.runId, ids, outcome.status, outcome.terminationReason, batch);
-        if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
-        await this.runs.moveActive(m, c.runId, { nRetrying: -done.retries });
-        return done.n;
-      });
-    }
-    return total;
-  }
-
-  private async finishLocked(
-    m: EntityManager,
-    s: SubmissionFacts,
-    job: JobFacts,
-    status: SubmissionStatus,
-    reason: string,
-    exitStatus: number | null,
-  ): Promise<CompleteView> {
-    const delta = activeDelta(s.status, -1, s.submissionNum);
-    const retryable = isRetryable(status);
-    const policy = retryable ? await this.runs.retryPolicy(m, s.runId) : undefined;
-    if (!retryable || !shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
-      // The submission and job rows are written before the hot counter rows are locked.
-      await this.subs.finishWithJob(m, s, status, reason, exitStatus, true);
-      return this.countFinal(m, s, job, status, reason, delta);
-    }
-    await this.subs.finish(m, s, status, reason, exitStatus);
-    // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
-    const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
-    let retry: CompleteView['retry_submission'] = null;
-    if (chain.cancellation) {
-      await this.subs.finishJob(m, job, status, reason, false);
-    } else {
-      const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
-      retry = { id: next.id, submission_num: next.submissionNum };
-    }
-    await this.runs.refreshStatus(
-      m,
-      s.runId,
-      await this.groups.moveActive(m, s.runId, retry ? addDelta(delta, { nRetrying: 1 }) : delta),
-    );
-    return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
-  }
-
-  /**
-   * Counts a job's final outcome (its submission and job rows already finished, the job marked counted) into its
-   * chain; the run's active counts move in the same statement. In the rare case a cancellation already counted
-   * this job, the job's flag is put back.
-   */
-  private async countFinal(
-    m: EntityManager,
-    s: SubmissionFacts,
-    job: JobFacts,
-    status: SubmissionStatus,
-    reason: string,
-    delta: ActiveDelta,
-  ): Promise<CompleteView> {
-    const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status], delta);
-    if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
-    await this.runs.refreshStatus(m, s.runId, result.root);
-    return { submission_id: s.id, status, termination_reason: reason, retry_submission: null };
-  }
-
-  private answer(s: SubmissionFacts, job: JobFacts): CompleteView {
+  private answer(s: SubmissionFacts, job: JobFacts): CompleteResult {
     const retried = job.latestSubmissionNum > s.submissionNum;
     return {
       submission_id: s.id,

@@ -2,7 +2,7 @@ import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { ArrayMaxSize, ArrayMinSize, IsArray, ValidateNested } from 'class-validator';
 import { JobRequestDto } from '../../jobs/dto/job-spec';
-import { MAX_JOBS_PER_REQUEST } from './submit-run.dto';
+import { MAX_JOBS_PER_REQUEST } from '../../runs/dto/submit-run.dto';
 
 export class AddJobsDto {
   @ApiProperty({

@@ -5,24 +5,29 @@ import { DomainError } from '../../common/errors/domain-error';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
 import { withRawJson } from '../../common/json/raw-json';
 import { Page } from '../../common/pagination/cursor';
-import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView } from '../job-groups/dto/job-group.dto';
+import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView } from './dto/job-group.dto';
 import { BillingService } from '../billing/billing.service';
-import { JobGroupsService } from '../job-groups/job-groups.service';
+import { CostReport } from '../billing/dto/billing.dto';
+import { JobGroupsService } from './job-groups.service';
 import { JobView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { AddJobsDto } from './dto/job-group-requests.dto';
 import { JobGroupWithCost } from './dto/job-group-with-cost.dto';
-import { MAX_JOBS_PER_REQUEST } from './dto/submit-run.dto';
-import { RunsService } from './runs.service';
+import { MAX_JOBS_PER_REQUEST } from '../runs/dto/submit-run.dto';
+import { RunAccessService } from '../runs/run-access.service';
+import { RunStatusService } from '../runs/run-status.service';
+import { RunViewsService } from '../runs/run-views.service';
 
 export type { JobGroupWithCost };
 
-/** The job-group routes of a run: each checks the run first, then works on its tree in one transaction. */
+/** The job-group routes of a run: each checks run access first, then works on the tree in one transaction. */
 @Injectable()
-export class RunJobGroupsService {
+export class JobGroupRequestsService {
   constructor(
     private readonly tx: TransactionRunner,
-    private readonly runs: RunsService,
+    private readonly runs: RunAccessService,
+    private readonly runStatus: RunStatusService,
+    private readonly runViews: RunViewsService,
     private readonly groups: JobGroupsService,
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
@@ -108,7 +113,7 @@ export class RunJobGroupsService {
             );
             await this.jobs.insert(m, run.id, newJobs, run.priority);
             await this.groups.addJobs(m, chain, newJobs.length);
-            await this.runs.refreshStatus(m, run.id);
+            await this.runStatus.refreshStatus(m, run.id);
             return { first, jobs: await this.jobs.addedViews(m, run.id, first, first + body.jobs.length) };
           },
           idOf: (added) => String(added.first),
@@ -144,6 +149,12 @@ export class RunJobGroupsService {
     return { items, next_cursor: page.next_cursor };
   }
 
+  async cost(principal: Principal, project: string, runId: string, jobGroupId: number): Promise<CostReport> {
+    const { run } = await this.runs.requireRun(principal, project, runId);
+    await this.groups.requireGroup(run.id, jobGroupId);
+    return this.billing.groupCost(run.id, jobGroupId);
+  }
+
   private async withCost(runId: string, group: JobGroupView): Promise<JobGroupWithCost> {
     const cost = await this.billing.groupCost(runId, group.job_group_id);
     return { ...group, cost: { total_usd: cost.total_usd, breakdown: cost.breakdown } };
@@ -171,7 +182,7 @@ export class RunJobGroupsService {
       : [];
     const cancellations = (await this.groups.effectiveCancellations([run.id])).get(run.id) ?? new Map();
     const page = await this.jobs.listJobs(run.id, groupIds, statuses, cancellations, q.limit, q.cursor);
-    await this.runs.fillSubmissionCosts(page.items);
+    await this.runViews.fillSubmissionCosts(page.items);
     return page;
   }
 
@@ -186,7 +197,7 @@ export class RunJobGroupsService {
     const { run } = await this.runs.requireRun(principal, project, runId);
     const cancellation = await this.tx.run(async (m) => {
       const result = await this.groups.cancel(m, run.id, jobGroupId, principal.name, reason ?? 'job_group_cancelled');
-      if (result.created) await this.runs.refreshStatus(m, run.id);
+      if (result.created) await this.runStatus.refreshStatus(m, run.id);
       return result.cancellation;
     });
     return toCancellationView(cancellation);

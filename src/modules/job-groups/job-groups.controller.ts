@@ -20,11 +20,12 @@ import {
   CreateJobGroupDto,
   JobGroupView,
   ListGroupJobsQueryDto,
-} from '../job-groups/dto/job-group.dto';
+} from './dto/job-group.dto';
+import { CostReport } from '../billing/dto/billing.dto';
 import { JobList, JobView } from '../jobs/dto/job-spec';
 import { AddJobsDto } from './dto/job-group-requests.dto';
 import { JobGroupWithCost } from './dto/job-group-with-cost.dto';
-import { RunJobGroupsService } from './run-job-groups.service';
+import { JobGroupRequestsService } from './job-group-requests.service';
 import { ReadRetryInterceptor } from '../../infra/database/read-retry';
 
 const group = new IntParamPipe('g', 'job group id');
@@ -37,7 +38,7 @@ const group = new IntParamPipe('g', 'job group id');
 @Access('user')
 @UseInterceptors(ReadRetryInterceptor, RawJsonInterceptor)
 export class JobGroupsController {
-  constructor(private readonly groups: RunJobGroupsService) {}
+  constructor(private readonly groups: JobGroupRequestsService) {}
 
   /** A group under `parent_id` (0 = the run); at most 5 levels below the root; 409 under a cancelled group. */
   @Post()
@@ -128,5 +129,20 @@ export class JobGroupsController {
     @Body() body: CancelJobGroupDto,
   ): Promise<CancellationView> {
     return this.groups.cancel(p, project, runId, g, body.reason);
+  }
+
+  /** The group's whole subtree's cost, exact at the time of the request (running submissions included). */
+  @Get(':g/cost')
+  @ApiTags('billing')
+  @ApiGroupParam()
+  @ApiOkResponse({ type: CostReport })
+  @ApiErrors(400, 404)
+  cost(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+    @Param('g', group) g: number,
+  ): Promise<CostReport> {
+    return this.groups.cost(p, project, runId, g);
   }
 }

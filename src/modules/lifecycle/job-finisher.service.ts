@@ -1,0 +1,85 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
+import { RunAccessService } from '../runs/run-access.service';
+import { RunStatusService } from '../runs/run-status.service';
+import type { CompleteResult } from './lifecycle.types';
+import { type ActiveDelta, activeDelta, addDelta, OUTCOME_OF_STATUS } from './outcomes';
+import { shouldRetry } from './retry-policy';
+import { type FinishedStatus, isRetryableStatus, type SubmissionStatus } from './vocabulary';
+
+/**
+ * How a submission's attempt ends, for every path that ends one (a worker's report, a lapsed lease, the time
+ * limit): retried under the run's policy, or the job's final outcome counted into its group chain and the run's
+ * status re-derived. Called inside the caller's transaction with the submission and job rows locked and billing
+ * closed (LOCK_ORDER): only the counter rows and, rarely, the run row remain to lock.
+ */
+@Injectable()
+export class JobFinisher {
+  constructor(
+    private readonly subs: SubmissionsService,
+    private readonly groups: JobGroupsService,
+    private readonly runStatus: RunStatusService,
+    private readonly runAccess: RunAccessService,
+  ) {}
+
+  async finishLocked(
+    m: EntityManager,
+    s: SubmissionFacts,
+    job: JobFacts,
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number | null,
+  ): Promise<CompleteResult> {
+    const delta = activeDelta(s.status, -1, s.submissionNum);
+    const retryable = isRetryableStatus(status);
+    const policy = retryable ? await this.runAccess.retryPolicy(m, s.runId) : undefined;
+    if (!retryable || !shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
+      // The submission and job rows are written before the hot counter rows are locked.
+      await this.subs.finishWithJob(m, s, status, reason, exitStatus, true);
+      return this.countFinal(m, s, job, status, reason, delta);
+    }
+    await this.subs.finish(m, s, status, reason, exitStatus);
+    // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
+    const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
+    let retry: CompleteResult['retry_submission'] = null;
+    if (chain.cancellation) {
+      await this.subs.finishJob(m, job, status, reason, false);
+    } else {
+      const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
+      retry = { id: next.id, submission_num: next.submissionNum };
+    }
+    await this.runStatus.refreshStatus(
+      m,
+      s.runId,
+      await this.groups.moveActive(m, s.runId, retry ? addDelta(delta, { nRetrying: 1 }) : delta),
+    );
+    return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
+  }
+
+  /**
+   * Counts a job's final outcome (its submission and job rows already finished, the job marked counted) into its
+   * chain; the run's active counts move in the same statement. In the rare case a cancellation already counted
+   * this job, the job's flag is put back.
+   */
+  async countFinal(
+    m: EntityManager,
+    s: SubmissionFacts,
+    job: JobFacts,
+    status: SubmissionStatus,
+    reason: string,
+    delta: ActiveDelta,
+  ): Promise<CompleteResult> {
+    const result = await this.groups.countOutcome(
+      m,
+      s.runId,
+      s.jobGroupId,
+      OUTCOME_OF_STATUS[status as FinishedStatus],
+      delta,
+    );
+    if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
+    await this.runStatus.refreshStatus(m, s.runId, result.root);
+    return { submission_id: s.id, status, termination_reason: reason, retry_submission: null };
+  }
+}

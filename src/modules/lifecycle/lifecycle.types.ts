@@ -1,0 +1,47 @@
+import type { FinishedStatus, TerminationReason } from './vocabulary';
+
+/** A worker's claim: what it can take (the internal API's DTOs have this shape, validated). */
+export interface ClaimInput {
+  worker_id: string;
+  capacity: { cpu: number; memory_mib: number; gpu?: number };
+  limit?: number;
+}
+
+export interface RunningInput {
+  worker_id: string;
+  provisioning_data?: Record<string, unknown>;
+}
+
+export interface HeartbeatInput {
+  worker_id: string;
+  runtime_data?: Record<string, unknown>;
+}
+
+export interface CompleteInput {
+  worker_id: string;
+  status: FinishedStatus;
+  termination_reason: TerminationReason;
+  exit_status?: number;
+}
+
+/** A claimed submission as the worker gets it. */
+export interface ClaimedSubmission {
+  id: string;
+  job_id: string;
+  run_id: string;
+  job_group_id: number;
+  job_num: number;
+  replica_num: number;
+  job_name: string;
+  submission_num: number;
+  spec: unknown;
+  lease_expires_at: string;
+}
+
+/** The answer to a final report: the outcome recorded, and the next submission if the job is retried. */
+export interface CompleteResult {
+  submission_id: string;
+  status: string;
+  termination_reason: string;
+  retry_submission: { id: string; submission_num: number } | null;
+}

@@ -1,0 +1,24 @@
+/**
+ * The order in which every lifecycle transaction takes its row locks. Two transactions that lock rows in one order
+ * cannot deadlock each other; each repository statement of the lifecycle locks within one step, and a transaction
+ * moves only forward through these steps (skipping any). The hottest rows come last, so they are held for the
+ * shortest time: a run's root counters row is touched by every completion in the run.
+ */
+export const LOCK_ORDER = [
+  /** `job_submissions` rows (claims lock candidates with SKIP LOCKED, in priority order). */
+  'submission',
+  /** `jobs` rows, always after their submission (`FOR UPDATE OF s, j`). */
+  'job',
+  /** `billing_attempts`, `billing_*_usage` shards: usage closed before any counter is locked. */
+  'billing',
+  /** `events`: appended (no lock held on others' rows; the identity is taken at insert). */
+  'events',
+  /** `job_group_counters`, deepest group first, the run's root (group 0) last. */
+  'group_counters',
+  /** `job_groups_cancelled`, inserted under the locked chain. */
+  'group_cancellation',
+  /** `runs`, only when the run's derived status changes. */
+  'run',
+] as const;
+
+export type LockStep = (typeof LOCK_ORDER)[number];

@@ -1,0 +1,97 @@
+/**
+ * The state machine's arithmetic: what a job's final status counts as on its groups' counters, what a submission
+ * occupies on its run's active counts while in a status, and how a job shows below a cancelled group. Pure
+ * functions over the vocabulary, table-tested in test/unit/lifecycle-outcomes.spec.ts.
+ */
+import {
+  type FinishedStatus,
+  type SubmissionStatus,
+  SYSTEM_CANCEL_REASONS,
+  type TerminationReason,
+} from './vocabulary';
+
+/** A job's counted outcome; `aborted` is a cancellation that shows as `aborted` (in n_cancelled and n_aborted). */
+export type JobOutcome = 'succeeded' | 'failed' | 'cancelled' | 'aborted';
+
+export const OUTCOME_OF_STATUS: Readonly<Record<FinishedStatus, JobOutcome>> = {
+  done: 'succeeded',
+  failed: 'failed',
+  terminated: 'cancelled',
+  aborted: 'aborted',
+};
+
+/** The recursive counters a counted outcome adds to its group and every ancestor. */
+export interface OutcomeDelta {
+  nCompleted: number;
+  nSucceeded: number;
+  nFailed: number;
+  nCancelled: number;
+  nAborted: number;
+}
+
+export function outcomeDelta(outcome: JobOutcome): OutcomeDelta {
+  const cancelled = outcome === 'cancelled' || outcome === 'aborted';
+  return {
+    nCompleted: 1,
+    nSucceeded: outcome === 'succeeded' ? 1 : 0,
+    nFailed: outcome === 'failed' ? 1 : 0,
+    nCancelled: cancelled ? 1 : 0,
+    nAborted: outcome === 'aborted' ? 1 : 0,
+  };
+}
+
+/** A move of a run's active counts (jobs on workers and queued retries), kept on its root group's counters row. */
+export interface ActiveDelta {
+  nProvisioning?: number;
+  nRunning?: number;
+  nRetrying?: number;
+}
+
+/** The active count a submission occupies on its run while in `status` (`sign` -1 when it leaves that status). */
+export function activeDelta(status: SubmissionStatus, sign: 1 | -1, submissionNum: number): ActiveDelta {
+  if (status === 'provisioning') return { nProvisioning: sign };
+  if (status === 'running' || status === 'terminating') return { nRunning: sign };
+  if (status === 'submitted' && submissionNum > 0) return { nRetrying: sign };
+  return {};
+}
+
+export function addDelta(a: ActiveDelta, b: ActiveDelta): ActiveDelta {
+  return {
+    nProvisioning: (a.nProvisioning ?? 0) + (b.nProvisioning ?? 0),
+    nRunning: (a.nRunning ?? 0) + (b.nRunning ?? 0),
+    nRetrying: (a.nRetrying ?? 0) + (b.nRetrying ?? 0),
+  };
+}
+
+/** A group's cancellation record: who cancelled which group, when and why. */
+export interface Cancellation {
+  jobGroupId: number;
+  cancelledAt: Date;
+  cancelledBy: string;
+  reason: string;
+}
+
+/** How a job stopped by a cancellation shows: `aborted` for an abort, `terminated` otherwise. */
+export function cancelledJobOutcome(c: Cancellation): {
+  status: 'terminated' | 'aborted';
+  terminationReason: TerminationReason;
+} {
+  if (c.reason === 'aborted_by_user') return { status: 'aborted', terminationReason: 'aborted_by_user' };
+  const system = (SYSTEM_CANCEL_REASONS as readonly string[]).includes(c.reason);
+  return { status: 'terminated', terminationReason: system ? (c.reason as TerminationReason) : 'job_group_cancelled' };
+}
+
+/**
+ * A job's effective status: under a cancelled group (its own or an ancestor), a job whose outcome was not counted
+ * yet shows as the cancellation made it, whatever its stored status says (the sweep writes that later).
+ */
+export function effectiveJobStatus(
+  stored: { status: SubmissionStatus; terminationReason: string | null; completionCounted: boolean },
+  cancellation: Cancellation | null,
+): { status: SubmissionStatus; terminationReason: string | null; cancelledBy: Cancellation | null } {
+  if (cancellation === null || stored.completionCounted) {
+    return { status: stored.status, terminationReason: stored.terminationReason, cancelledBy: null };
+  }
+  const outcome = cancelledJobOutcome(cancellation);
+  return { status: outcome.status, terminationReason: outcome.terminationReason, cancelledBy: cancellation };
+}

@@ -1,0 +1,81 @@
+import { Injectable, OnModuleInit } from '@nestjs/common';
+import { TransactionRunner } from '../../infra/database/transaction.runner';
+import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
+import { BillingService } from '../billing/billing.service';
+import { JobGroupsService } from '../job-groups/job-groups.service';
+import { SubmissionsService } from '../jobs/submissions.service';
+import { RunStatusService } from '../runs/run-status.service';
+import { JobFinisher } from './job-finisher.service';
+import { cancelledJobOutcome } from './outcomes';
+
+/**
+ * Transitions the server makes without a worker, as bounded passes of background loops: lapsed leases, the time
+ * limit, and queued submissions below a cancellation. Each pass is one or a few transactions in LOCK_ORDER.
+ */
+@Injectable()
+export class ServerTransitionsService implements OnModuleInit {
+  constructor(
+    private readonly tx: TransactionRunner,
+    private readonly subs: SubmissionsService,
+    private readonly groups: JobGroupsService,
+    private readonly runStatus: RunStatusService,
+    private readonly billing: BillingService,
+    private readonly finisher: JobFinisher,
+    private readonly loops: BackgroundLoopsService,
+  ) {}
+
+  onModuleInit(): void {
+    this.loops.register({ name: 'lapsed_leases', everyMs: 2000, pass: () => this.expireLapsedLeases(200) });
+    this.loops.register({ name: 'max_duration', everyMs: 1000, pass: () => this.expireOverdue(200) });
+    this.loops.register({ name: 'cancelled_sweep', everyMs: 1000, pass: () => this.sweepCancelled(20, 1000) });
+  }
+
+  /** Lapsed leases: the worker is presumed gone, the attempt failed as `instance_unreachable` (and may retry). */
+  async expireLapsedLeases(limit: number): Promise<number> {
+    return this.tx.run(async (m) => {
+      const lapsed = await this.subs.lockLapsed(m, limit);
+      for (const s of lapsed) {
+        const locked = await this.subs.lockWithJob(m, s.id);
+        if (!locked || locked.job.latestSubmissionId !== s.id) continue;
+        // The clock stopped at the last heartbeat (each one rolled usage up to its time): close without accruing.
+        await this.billing.closeAttempt(m, s.id, true);
+        await this.finisher.finishLocked(m, locked.submission, locked.job, 'failed', 'instance_unreachable', null);
+      }
+      return lapsed.length;
+    });
+  }
+
+  /**
+   * Ends running submissions past their job's `max_duration_s` as `terminated`/`max_duration_exceeded`, even when
+   * their worker is silent: billed up to now, never retried (no retry event maps from that reason). The worker's
+   * next report is refused as stale (409), which tells it to stop the process.
+   */
+  async expireOverdue(limit: number): Promise<number> {
+    return this.tx.run(async (m) => {
+      const overdue = await this.subs.lockOverdue(m, limit);
+      for (const s of overdue) {
+        const locked = await this.subs.lockWithJob(m, s.id);
+        if (!locked || locked.job.latestSubmissionId !== s.id) continue;
+        await this.billing.closeAttempt(m, s.id);
+        await this.finisher.finishLocked(m, locked.submission, locked.job, 'terminated', 'max_duration_exceeded', null);
+      }
+      return overdue.length;
+    });
+  }
+
+  /** Terminates, in bounded batches, queued submissions below cancellations not yet swept. */
+  async sweepCancelled(maxCancellations: number, batch: number): Promise<number> {
+    let total = 0;
+    for (const c of await this.groups.unswept(maxCancellations)) {
+      total += await this.tx.run(async (m) => {
+        const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId, m);
+        const outcome = cancelledJobOutcome(c);
+        const done = await this.subs.terminateQueued(m, c.runId, ids, outcome.status, outcome.terminationReason, batch);
+        if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
+        await this.runStatus.moveActive(m, c.runId, { nRetrying: -done.retries });
+        return done.n;
+      });
+    }
+    return total;
+  }
+}

@@ -1,0 +1,90 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { ActiveDelta, JobGroupsService, RootChange, RootState } from '../job-groups/job-groups.service';
+import { DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES } from './dto/run-status';
+import { RunsRepository } from './runs.repository';
+
+/**
+ * A run's status, derived from its root group's counters and written to the run row only when it changes: the
+ * lifecycle, stops, cancellations and added jobs call this in their transactions.
+ */
+@Injectable()
+export class RunStatusService {
+  constructor(
+    private readonly runs: RunsRepository,
+    private readonly groups: JobGroupsService,
+  ) {}
+
+  /**
+   * Re-derives the run's status after the caller changed its root (holding the root's counters row locked).
+   *
+   * With the change's two ends known, the run row is written only when the derived status differs between them:
+   * every change to a root happens under its lock and ends here, so the run row holds the status of the state the
+   * change found. That keeps the run row out of nearly every lifecycle transaction. Without them (stop, cancel,
+   * jobs added, a new run: rare), the run row is locked and compared with the root as it stands.
+   */
+  async refreshStatus(m: EntityManager, runId: string, change?: RootChange): Promise<void> {
+    if (change) {
+      const after = derive(change.after);
+      if (!sameStatus(derive(change.before), after))
+        await this.runs.setStatus(m, runId, after, FINISHED_RUN_STATUSES.includes(after.status));
+      return;
+    }
+    const run = await this.runs.lockRun(m, runId);
+    if (!run) throw new Error(`run ${runId} vanished`);
+    const derived = derive(await this.groups.rootState(m, runId));
+    if (!sameStatus(derived, run))
+      await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
+  }
+
+  /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and re-derives its status. */
+  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<void> {
+    if (!d.nProvisioning && !d.nRunning && !d.nRetrying) return;
+    await this.refreshStatus(m, runId, await this.groups.moveActive(m, runId, d));
+  }
+
+  /** Invariants 1 and 6 for runs: active counts match the jobs, status is what the counters derive, root = run. */
+  async runMismatches(
+    active: { runId: string; nProvisioning: number; nRunning: number; nRetrying: number }[],
+  ): Promise<string[]> {
+    const byRun = new Map(active.map((a) => [a.runId, a]));
+    const runs = await this.runs.allRuns();
+    const roots = await this.groups.rootCounts(runs.map((r) => r.id));
+    const stops = await this.groups.effectiveCancellations(runs.map((r) => r.id));
+    const out: string[] = [];
+    for (const r of runs) {
+      const a = byRun.get(r.id) ?? { nProvisioning: 0, nRunning: 0, nRetrying: 0 };
+      const root = roots.get(r.id);
+      if (!root) {
+        out.push(`run ${r.id}: has no job group 0`);
+        continue;
+      }
+      if (a.nProvisioning !== root.nProvisioning || a.nRunning !== root.nRunning || a.nRetrying !== root.nRetrying) {
+        out.push(
+          `run ${r.id}: active counts ${JSON.stringify([root.nProvisioning, root.nRunning, root.nRetrying])} but jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`,
+        );
+      }
+      const rootStop = stops.get(r.id)?.get(0);
+      const derived = deriveRunStatus({
+        ...root,
+        ...a,
+        stopReason: rootStop && rootStop.jobGroupId === 0 ? rootStop.reason : null,
+      });
+      if (
+        derived.status !== r.status ||
+        derived.statusMessage !== r.statusMessage ||
+        derived.terminationReason !== r.terminationReason
+      ) {
+        out.push(
+          `run ${r.id}: status ${r.status}/${r.statusMessage}/${r.terminationReason} but counters derive ${derived.status}/${derived.statusMessage}/${derived.terminationReason}`,
+        );
+      }
+    }
+    return out;
+  }
+}
+
+const derive = (root: RootState): DerivedRunStatus => deriveRunStatus({ ...root.counts, stopReason: root.stopReason });
+
+const sameStatus = (a: DerivedRunStatus, b: DerivedRunStatus) =>
+  a.status === b.status && a.statusMessage === b.statusMessage && a.terminationReason === b.terminationReason;
