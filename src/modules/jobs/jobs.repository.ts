@@ -1,10 +1,18 @@
 import { Injectable } from '@nestjs/common';
+import {
+  CANCELLED_STATUSES,
+  PROVISIONING_STATUSES,
+  RETRY_QUEUED_STATUSES,
+  RUNNING_STATUSES,
+  statusesOfOutcome,
+} from '../lifecycle/outcomes';
+import { FINISHED_STATUSES, QUEUED_STATUSES, type SubmissionStatus } from '../lifecycle/vocabulary';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { Brackets, DataSource, EntityManager } from 'typeorm';
 import type { NewJob } from './dto/job-spec';
 import { Job } from './entities/job.entity';
-import { JobSubmission } from './entities/job-submission.entity';
+import { HELD_PREDICATE, JobSubmission } from './entities/job-submission.entity';
 
 /** Plans firstJobsOfRuns switches off for its one statement (see there). */
 const PLANNER_SETTINGS = ['enable_bitmapscan', 'enable_sort', 'enable_seqscan'] as const;
@@ -23,6 +31,9 @@ export interface JobListFilter {
   limit: number;
 }
 
+/** A new job and its submission 0 start queued. */
+const NEW_JOB_STATUS: SubmissionStatus = QUEUED_STATUSES[0];
+
 @Injectable()
 export class JobsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
@@ -36,7 +47,7 @@ export class JobsRepository {
       await m.query(
         `INSERT INTO jobs (id, run_id, job_group_id, job_num, replica_num, job_name, spec, always_run,
                            status, latest_submission_id, latest_submission_num, submission_count)
-         SELECT j.id, $1, j.g, j.num, j.replica, j.name, j.spec, j.always_run, 'submitted', j.sub, 0, 1
+         SELECT j.id, $1, j.g, j.num, j.replica, j.name, j.spec, j.always_run, $10, j.sub, 0, 1
            FROM unnest($2::uuid[], $3::int[], $4::int[], $5::int[], $6::text[], $7::jsonb[], $8::bool[], $9::uuid[])
              AS j(id, g, num, replica, name, spec, always_run, sub)`,
         [
@@ -49,11 +60,12 @@ export class JobsRepository {
           chunk.map((j) => JSON.stringify(j.spec)),
           chunk.map((j) => j.alwaysRun),
           submissionIds,
+          NEW_JOB_STATUS,
         ],
       );
       await m.query(
         `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu, memory_mib, gpu)
-         SELECT s.id, s.job, $1, s.g, 0, 'submitted', $2, s.cpu, s.mem, s.gpu
+         SELECT s.id, s.job, $1, s.g, 0, $9, $2, s.cpu, s.mem, s.gpu
            FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[]) AS s(id, job, g, cpu, mem, gpu)`,
         [
           runId,
@@ -64,6 +76,7 @@ export class JobsRepository {
           chunk.map((j) => j.spec.resources.cpu),
           chunk.map((j) => j.spec.resources.memory_mib),
           chunk.map((j) => j.spec.resources.gpu ?? 0),
+          NEW_JOB_STATUS,
         ],
       );
     }
@@ -131,7 +144,7 @@ export class JobsRepository {
       `SELECT s.run_id AS "runId", s.status, count(*)::int AS n
          FROM job_submissions s
          JOIN unnest($1::uuid[], $2::int[]) AS g(run_id, job_group_id) ON s.run_id = g.run_id AND s.job_group_id = g.job_group_id
-        WHERE s.status IN ('provisioning', 'running', 'terminating')
+        WHERE s.${HELD_PREDICATE}
         GROUP BY 1, 2`,
       [runIds, groupIds],
     );
@@ -173,10 +186,16 @@ export class JobsRepository {
     if (f.groupIds) qb.andWhere('j.job_group_id = ANY(:groupIds)', { groupIds: f.groupIds });
     if (f.statuses.length > 0) {
       qb.andWhere(
-        `(CASE WHEN NOT j.completion_counted AND j.job_group_id = ANY(:aborted) THEN 'aborted'
-               WHEN NOT j.completion_counted AND j.job_group_id = ANY(:terminated) THEN 'terminated'
+        `(CASE WHEN NOT j.completion_counted AND j.job_group_id = ANY(:aborted) THEN :abortedStatus
+               WHEN NOT j.completion_counted AND j.job_group_id = ANY(:terminated) THEN :terminatedStatus
                ELSE j.status END) = ANY(:statuses)`,
-        { aborted: f.abortedGroups, terminated: f.terminatedGroups, statuses: f.statuses },
+        {
+          aborted: f.abortedGroups,
+          terminated: f.terminatedGroups,
+          statuses: f.statuses,
+          abortedStatus: 'aborted' satisfies SubmissionStatus,
+          terminatedStatus: 'terminated' satisfies SubmissionStatus,
+        },
       );
     }
     if (f.after) {
@@ -196,12 +215,13 @@ export class JobsRepository {
   async outcomeCounts(): Promise<DirectOutcomes[]> {
     const rows: DirectOutcomes[] = await this.dataSource.query(
       `SELECT run_id AS "runId", job_group_id AS "jobGroupId", count(*)::int AS "nJobs",
-              count(*) FILTER (WHERE completion_counted AND status = 'done')::int AS "nSucceeded",
-              count(*) FILTER (WHERE completion_counted AND status = 'failed')::int AS "nFailed",
-              count(*) FILTER (WHERE completion_counted AND status IN ('terminated', 'aborted'))::int AS "nCancelled",
-              count(*) FILTER (WHERE completion_counted AND status = 'aborted')::int AS "nAborted",
+              count(*) FILTER (WHERE completion_counted AND status = ANY($1::text[]))::int AS "nSucceeded",
+              count(*) FILTER (WHERE completion_counted AND status = ANY($2::text[]))::int AS "nFailed",
+              count(*) FILTER (WHERE completion_counted AND status = ANY($3::text[]))::int AS "nCancelled",
+              count(*) FILTER (WHERE completion_counted AND status = ANY($4::text[]))::int AS "nAborted",
               count(*) FILTER (WHERE NOT completion_counted)::int AS "nUncounted"
          FROM jobs GROUP BY run_id, job_group_id`,
+      [statusesOfOutcome('succeeded'), statusesOfOutcome('failed'), CANCELLED_STATUSES, statusesOfOutcome('aborted')],
     );
     return rows;
   }
@@ -210,10 +230,11 @@ export class JobsRepository {
   async activeCounts(): Promise<{ runId: string; nProvisioning: number; nRunning: number; nRetrying: number }[]> {
     return this.dataSource.query(
       `SELECT run_id AS "runId",
-              count(*) FILTER (WHERE status = 'provisioning')::int AS "nProvisioning",
-              count(*) FILTER (WHERE status IN ('running', 'terminating'))::int AS "nRunning",
-              count(*) FILTER (WHERE status = 'submitted' AND latest_submission_num > 0)::int AS "nRetrying"
+              count(*) FILTER (WHERE status = ANY($1::text[]))::int AS "nProvisioning",
+              count(*) FILTER (WHERE status = ANY($2::text[]))::int AS "nRunning",
+              count(*) FILTER (WHERE status = ANY($3::text[]) AND latest_submission_num > 0)::int AS "nRetrying"
          FROM jobs GROUP BY run_id`,
+      [PROVISIONING_STATUSES, RUNNING_STATUSES, RETRY_QUEUED_STATUSES],
     );
   }
 
@@ -236,11 +257,11 @@ export class JobsRepository {
            WHEN n + coalesce((SELECT sum(v::int) FROM jsonb_each_text(folded_submissions) AS f(k, v)), 0) <> submission_count
              THEN 'existing plus folded submissions do not add up to submission_count'
            WHEN status <> l_status THEN 'job status differs from its latest submission'
-           WHEN l_status IN ('done', 'failed', 'terminated', 'aborted') AND termination_reason IS DISTINCT FROM l_reason
+           WHEN l_status = ANY($2::text[]) AND termination_reason IS DISTINCT FROM l_reason
              THEN 'termination reason differs from its latest submission'
          END AS problem FROM latest) x
        WHERE problem IS NOT NULL LIMIT $1`,
-      [limit],
+      [limit, FINISHED_STATUSES],
     );
   }
 }

@@ -2,10 +2,11 @@ import { Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
+import { QUEUED_STATUSES } from '../lifecycle/vocabulary';
 import { returning } from '../../infra/database/returning';
 import type { JobSpec, SubmissionStatus } from './dto/job-spec';
 import { Job } from './entities/job.entity';
-import { JobSubmission } from './entities/job-submission.entity';
+import { HELD_PREDICATE, JobSubmission, QUEUED_PREDICATE, RUNNING_PREDICATE } from './entities/job-submission.entity';
 
 export interface Capacity {
   cpu: number;
@@ -91,6 +92,11 @@ export interface ClaimedRow {
   jobName: string;
 }
 
+/** The statuses these statements move submissions into, as the state machine names them (SQL parameters). */
+const QUEUED: SubmissionStatus = QUEUED_STATUSES[0];
+const CLAIMED: SubmissionStatus = 'provisioning';
+const STARTED: SubmissionStatus = 'running';
+
 /** Every query of the worker lifecycle on jobs and submissions. */
 @Injectable()
 export class SubmissionsRepository {
@@ -102,7 +108,7 @@ export class SubmissionsRepository {
       `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
               s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu
          FROM job_submissions s
-        WHERE s.status = 'submitted' AND s.cpu <= $1 AND s.memory_mib <= $2 AND s.gpu <= $3
+        WHERE s.${QUEUED_PREDICATE} AND s.cpu <= $1 AND s.memory_mib <= $2 AND s.gpu <= $3
         ORDER BY s.priority DESC, s.submitted_at, s.id
         LIMIT $4
           FOR UPDATE SKIP LOCKED`,
@@ -124,17 +130,17 @@ export class SubmissionsRepository {
       'lifecycle_mark_claimed',
       `WITH claimed AS (
          UPDATE job_submissions
-            SET status = 'provisioning', worker_id = $2, claimed_by_user_id = $4, claimed_at = now(), lease_expires_at = now() + make_interval(secs => $3)
+            SET status = $5, worker_id = $2, claimed_by_user_id = $4, claimed_at = now(), lease_expires_at = now() + make_interval(secs => $3)
           WHERE id = ANY($1::uuid[])
       RETURNING id, job_id, run_id, job_group_id, submission_num, lease_expires_at
        ), jobs_updated AS (
-         UPDATE jobs j SET status = 'provisioning' FROM claimed c WHERE j.id = c.job_id
+         UPDATE jobs j SET status = $5 FROM claimed c WHERE j.id = c.job_id
       RETURNING j.id, j.spec, j.job_num, j.replica_num, j.job_name
        )
        SELECT c.id, c.job_id AS "jobId", c.run_id AS "runId", c.job_group_id AS "jobGroupId", c.submission_num AS "submissionNum",
               c.lease_expires_at AS "leaseExpiresAt", u.spec, u.job_num AS "jobNum", u.replica_num AS "replicaNum", u.job_name AS "jobName"
          FROM claimed c JOIN jobs_updated u ON u.id = c.job_id`,
-      [ids, workerId, leaseSeconds, userId],
+      [ids, workerId, leaseSeconds, userId, CLAIMED],
     );
   }
 
@@ -218,15 +224,15 @@ export class SubmissionsRepository {
       m,
       'lifecycle_set_running',
       `WITH started AS (
-         UPDATE job_submissions SET status = 'running', started_at = now(), last_heartbeat_at = now(),
+         UPDATE job_submissions SET status = $5, started_at = now(), last_heartbeat_at = now(),
                 lease_expires_at = now() + make_interval(secs => $4), provisioning_data = coalesce($3::json, provisioning_data),
                 deadline_at = now() + make_interval(secs => (SELECT (spec->>'max_duration_s')::float8 FROM jobs WHERE id = $2))
           WHERE id = $1
       RETURNING lease_expires_at
        )
-       UPDATE jobs SET status = 'running' FROM started WHERE jobs.id = $2
+       UPDATE jobs SET status = $5 FROM started WHERE jobs.id = $2
        RETURNING started.lease_expires_at AS "leaseExpiresAt"`,
-      [id, jobId, provisioningData === null ? null : JSON.stringify(provisioningData), leaseSeconds],
+      [id, jobId, provisioningData === null ? null : JSON.stringify(provisioningData), leaseSeconds, STARTED],
     );
     return row.leaseExpiresAt;
   }
@@ -309,14 +315,14 @@ export class SubmissionsRepository {
     const submissionNum = job.latestSubmissionNum + 1;
     await m.query(
       `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu, memory_mib, gpu)
-       VALUES ($1, $2, $3, $4, $5, 'submitted', $6, $7, $8, $9)`,
-      [id, job.id, job.runId, job.jobGroupId, submissionNum, prev.priority, prev.cpu, prev.memoryMib, prev.gpu],
+       VALUES ($1, $2, $3, $4, $5, $10, $6, $7, $8, $9)`,
+      [id, job.id, job.runId, job.jobGroupId, submissionNum, prev.priority, prev.cpu, prev.memoryMib, prev.gpu, QUEUED],
     );
     await m.query(
-      `UPDATE jobs SET status = 'submitted', termination_reason = $2, latest_submission_id = $3, latest_submission_num = $4,
+      `UPDATE jobs SET status = $5, termination_reason = $2, latest_submission_id = $3, latest_submission_num = $4,
               submission_count = submission_count + 1
         WHERE id = $1`,
-      [job.id, prev.terminationReason, id, submissionNum],
+      [job.id, prev.terminationReason, id, submissionNum, QUEUED],
     );
     return { id, submissionNum };
   }
@@ -358,7 +364,7 @@ export class SubmissionsRepository {
     const [row] = await m.query(
       `WITH victims AS (
          SELECT id, job_id, submission_num FROM job_submissions
-          WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND status = 'submitted'
+          WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND ${QUEUED_PREDICATE}
           LIMIT $5 FOR UPDATE SKIP LOCKED
        ), done AS (
          UPDATE job_submissions s SET status = $3, termination_reason = $4, finished_at = now()
@@ -379,7 +385,7 @@ export class SubmissionsRepository {
     return m
       .getRepository(JobSubmission)
       .createQueryBuilder('s')
-      .where(`s.status IN ('running', 'terminating') AND s.deadline_at IS NOT NULL AND s.deadline_at < now()`)
+      .where(`s.${RUNNING_PREDICATE} AND s.deadline_at IS NOT NULL AND s.deadline_at < now()`)
       .orderBy('s.deadline_at')
       .limit(limit)
       .setLock('pessimistic_write')
@@ -392,7 +398,7 @@ export class SubmissionsRepository {
     return m
       .getRepository(JobSubmission)
       .createQueryBuilder('s')
-      .where(`s.status IN ('provisioning', 'running', 'terminating') AND s.lease_expires_at < now()`)
+      .where(`s.${HELD_PREDICATE} AND s.lease_expires_at < now()`)
       .orderBy('s.lease_expires_at')
       .limit(limit)
       .setLock('pessimistic_write')

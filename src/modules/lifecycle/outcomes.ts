@@ -5,6 +5,7 @@
  */
 import {
   type FinishedStatus,
+  SUBMISSION_STATUSES,
   type SubmissionStatus,
   SYSTEM_CANCEL_REASONS,
   type TerminationReason,
@@ -95,3 +96,25 @@ export function effectiveJobStatus(
   const outcome = cancelledJobOutcome(cancellation);
   return { status: outcome.status, terminationReason: outcome.terminationReason, cancelledBy: cancellation };
 }
+
+/** The final statuses counted as `outcome` (parameters for SQL that tallies outcomes). */
+export const statusesOfOutcome = (outcome: JobOutcome): FinishedStatus[] =>
+  (Object.keys(OUTCOME_OF_STATUS) as FinishedStatus[]).filter((s) => OUTCOME_OF_STATUS[s] === outcome);
+
+/** The final statuses a cancellation counts (terminated and aborted): n_cancelled. */
+export const CANCELLED_STATUSES: readonly FinishedStatus[] = [
+  ...statusesOfOutcome('cancelled'),
+  ...statusesOfOutcome('aborted'),
+];
+
+/** Statuses counted in a run's n_provisioning and n_running (derived from activeDelta, so the two never differ). */
+export const PROVISIONING_STATUSES: readonly SubmissionStatus[] = SUBMISSION_STATUSES.filter(
+  (s) => activeDelta(s, 1, 0).nProvisioning === 1,
+);
+export const RUNNING_STATUSES: readonly SubmissionStatus[] = SUBMISSION_STATUSES.filter(
+  (s) => activeDelta(s, 1, 0).nRunning === 1,
+);
+/** A queued submission counts as a retry (n_retrying) when it is not its job's first: submission_num > 0. */
+export const RETRY_QUEUED_STATUSES: readonly SubmissionStatus[] = SUBMISSION_STATUSES.filter(
+  (s) => activeDelta(s, 1, 1).nRetrying === 1,
+);

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { FINISHED_RUN_STATUSES } from './dto/run-status';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { Brackets, DataSource, EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
@@ -93,7 +94,7 @@ export class RunsRepository {
     if (f.projectIds) qb.andWhere('r.project_id = ANY(:projectIds)', { projectIds: f.projectIds });
     if (f.statuses.length > 0) qb.andWhere('r.status = ANY(:statuses)', { statuses: f.statuses });
     if (f.userId) qb.andWhere('r.user_id = :userId', { userId: f.userId });
-    if (f.onlyActive) qb.andWhere(`r.status NOT IN ('done', 'failed', 'terminated')`);
+    if (f.onlyActive) qb.andWhere(`r.status <> ALL(:finished)`, { finished: FINISHED_RUN_STATUSES });
     const dir = f.ascending ? 'ASC' : 'DESC';
     if (f.after) {
       const op = f.ascending ? '>' : '<';
@@ -119,8 +120,9 @@ export class RunsRepository {
       .getRepository(Run)
       .createQueryBuilder('r')
       .select('r.id', 'id')
-      .where(`r.project_id = :projectId AND NOT r.deleted AND r.status NOT IN ('done', 'failed', 'terminated')`, {
+      .where(`r.project_id = :projectId AND NOT r.deleted AND r.status <> ALL(:finished)`, {
         projectId,
+        finished: FINISHED_RUN_STATUSES,
       })
       .orderBy('r.submitted_at')
       .limit(limit)

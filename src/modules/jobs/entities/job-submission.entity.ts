@@ -1,22 +1,25 @@
 import { Check, Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
 import { numericToNumber } from '../../../infra/database/numeric.transformer';
-import type { SubmissionStatus } from '../dto/job-spec';
+import { RUNNING_STATUSES } from '../../lifecycle/outcomes';
+import { sqlIn } from '../../lifecycle/sql';
+import { HELD_STATUSES, QUEUED_STATUSES, SUBMISSION_STATUSES, type SubmissionStatus } from '../../lifecycle/vocabulary';
+
+/**
+ * Predicates of the partial indexes, as constants (see lifecycle/sql.ts): the lifecycle's statements use these same
+ * texts so that the planner can prove them and use the indexes.
+ */
+export const QUEUED_PREDICATE = sqlIn('status', QUEUED_STATUSES);
+export const HELD_PREDICATE = sqlIn('status', HELD_STATUSES);
+export const RUNNING_PREDICATE = sqlIn('status', RUNNING_STATUSES);
 
 /** One attempt of a job. */
 @Entity('job_submissions')
 @Index('uq_job_submissions_job_id_submission_num', ['jobId', 'submissionNum'], { unique: true })
-@Index('idx_job_submissions_queue', ['priority', 'submittedAt', 'id'], { where: `status = 'submitted'` })
-@Index('idx_job_submissions_lease', ['leaseExpiresAt'], {
-  where: `status IN ('provisioning', 'running', 'terminating')`,
-})
-@Index('idx_job_submissions_deadline', ['deadlineAt'], {
-  where: `status IN ('running', 'terminating') AND deadline_at IS NOT NULL`,
-})
-@Index('idx_job_submissions_run_id_job_group_id', ['runId', 'jobGroupId'], { where: `status = 'submitted'` })
-@Check(
-  'ck_job_submissions_status',
-  `status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted')`,
-)
+@Index('idx_job_submissions_queue', ['priority', 'submittedAt', 'id'], { where: QUEUED_PREDICATE })
+@Index('idx_job_submissions_lease', ['leaseExpiresAt'], { where: HELD_PREDICATE })
+@Index('idx_job_submissions_deadline', ['deadlineAt'], { where: `${RUNNING_PREDICATE} AND deadline_at IS NOT NULL` })
+@Index('idx_job_submissions_run_id_job_group_id', ['runId', 'jobGroupId'], { where: QUEUED_PREDICATE })
+@Check('ck_job_submissions_status', sqlIn('status', SUBMISSION_STATUSES))
 export class JobSubmission {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_submissions' })
   id!: string;

@@ -1,4 +1,6 @@
 import { Check, Column, CreateDateColumn, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm';
+import { sqlIn } from '../../lifecycle/sql';
+import { SUBMISSION_STATUSES } from '../../lifecycle/vocabulary';
 import type { JobSpec, SubmissionStatus } from '../dto/job-spec';
 
 /** One logical job, with its newest submission's facts copied in so lists never read history for status. */
@@ -6,10 +8,7 @@ import type { JobSpec, SubmissionStatus } from '../dto/job-spec';
 @Index('uq_jobs_run_id_job_num_replica_num', ['runId', 'jobNum', 'replicaNum'], { unique: true })
 @Index('idx_jobs_run_id_job_group_id', ['runId', 'jobGroupId', 'jobNum', 'replicaNum'])
 @ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], { name: 'fk_jobs_group' })
-@Check(
-  'ck_jobs_status',
-  `status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted')`,
-)
+@Check('ck_jobs_status', sqlIn('status', SUBMISSION_STATUSES))
 export class Job {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_jobs' })
   id!: string;

@@ -1,15 +1,13 @@
 import { Check, Column, Entity, ForeignKey, Index, PrimaryGeneratedColumn } from 'typeorm';
-import type { RunSpec, RunStatus } from '../dto/run-status';
+import { sqlIn } from '../../lifecycle/sql';
+import { RUN_STATUSES, type RunSpec, type RunStatus } from '../dto/run-status';
 
 @Entity('runs')
 @Index('uq_runs_project_id_run_name', ['projectId', 'runName'], { unique: true, where: 'NOT deleted' })
 @Index('idx_runs_project_id_submitted_at', ['projectId', 'submittedAt', 'id'], { where: 'NOT deleted' })
 @Index('idx_runs_submitted_at', ['submittedAt', 'id'], { where: 'NOT deleted' })
 @Index('idx_runs_project_id_unfinished', ['projectId'], { where: 'finished_at IS NULL' })
-@Check(
-  'ck_runs_status',
-  `status IN ('pending', 'submitted', 'provisioning', 'running', 'terminating', 'terminated', 'failed', 'done')`,
-)
+@Check('ck_runs_status', sqlIn('status', RUN_STATUSES))
 export class Run {
   @PrimaryGeneratedColumn('uuid', { primaryKeyConstraintName: 'pk_runs' })
   id!: string;
