@@ -8,7 +8,7 @@ import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
 import { ActiveCounts, ActiveDelta, ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
 
-export type { ActiveCounts, ActiveDelta };
+export type { ActiveCounts, ActiveDelta, Counts };
 
 /** A group and its ancestors with their counters locked (deepest first), and the cancellation that applies, if any. */
 export interface Chain {

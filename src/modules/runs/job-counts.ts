@@ -1,4 +1,4 @@
-import type { ActiveCounts, Counts } from '../job-groups/job-groups.repository';
+import type { ActiveCounts, Counts } from '../job-groups/job-groups.service';
 import type { SubmissionStatus } from '../jobs/dto/job-spec';
 import type { JobCounts } from './dto/run-view.dto';
 
