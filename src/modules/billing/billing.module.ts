@@ -3,9 +3,11 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { BillingRepository } from './billing.repository';
 import { BillingService } from './billing.service';
 import { BillingAttempt } from './entities/billing-attempt.entity';
+import { RequestableResource } from './entities/requestable-resource.entity';
 import { Resource } from './entities/resource.entity';
 import { SubmissionResource } from './entities/submission-resource.entity';
 import { BillingDailyUsage, BillingGroupUsage, BillingJobUsage, BillingRunUsage } from './entities/usage.entities';
+import { RequestableResourcesService } from './requestable-resources.service';
 import { AdminResourcesController, ResourcesController } from './resources.controller';
 
 /**
@@ -16,6 +18,7 @@ import { AdminResourcesController, ResourcesController } from './resources.contr
   imports: [
     TypeOrmModule.forFeature([
       Resource,
+      RequestableResource,
       BillingAttempt,
       SubmissionResource,
       BillingJobUsage,
@@ -25,7 +28,7 @@ import { AdminResourcesController, ResourcesController } from './resources.contr
     ]),
   ],
   controllers: [ResourcesController, AdminResourcesController],
-  providers: [BillingRepository, BillingService],
+  providers: [BillingRepository, BillingService, RequestableResourcesService],
   exports: [BillingService],
 })
 export class BillingModule {}

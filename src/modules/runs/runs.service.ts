@@ -103,6 +103,7 @@ export class RunsService {
         ]);
       }
     });
+    await this.billing.checkRequestedResources(body.jobs.map((j) => j.spec));
     const view = await this.tx.run(async (m) =>
       this.idempotency.once(
         m,
