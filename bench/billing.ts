@@ -133,7 +133,8 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
       `CREATE TEMP TABLE bench_att ON COMMIT DROP AS
        SELECT s.*, s.started_at + make_interval(secs => 60 + (s.rn * 7919) % 2940) AS rolled_up_to
          FROM (
-           SELECT js.id AS submission_id, js.run_id, js.job_id, r.project_id, r.user_id, j.spec->'resources' AS resources,
+           SELECT js.id AS submission_id, js.run_id, js.job_id, r.project_id, r.user_id,
+                  j.spec->'resources' AS resources,
                   (SELECT array_agg(x.ancestor_id ORDER BY x.level) FROM job_group_self_and_ancestors x
                     WHERE x.run_id = js.run_id AND x.job_group_id = js.job_group_id) AS job_group_ids,
                   (row_number() OVER (ORDER BY js.id) % ${TOKENS})::smallint AS token,

@@ -40,7 +40,8 @@ export class CreateRequestableResources1765756800000 implements MigrationInterfa
         CONSTRAINT ck_requestable_resources_max CHECK (max_quantity * factor < 10000000000)
       )`);
     await q.query(`
-      INSERT INTO requestable_resources (spec_key, resource_name, unit, factor, scale, min_quantity, max_quantity, required)
+      INSERT INTO requestable_resources
+        (spec_key, resource_name, unit, factor, scale, min_quantity, max_quantity, required)
       VALUES ('cpu', 'cpu', 'core-hour', 1, 3, 0.001, 1024, true),
              ('memory_mib', 'memory', 'GiB-hour', 0.0009765625, 0, 1, 16777216, true),
              ('gpu', 'gpu', 'gpu-hour', 1, 0, 0, 64, false),

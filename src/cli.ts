@@ -69,9 +69,9 @@ async function setRate(args: string[]): Promise<void> {
     const errors = validateSync(body);
     if (errors.length > 0)
       throw new Error(`invalid rate: ${errors.flatMap((e) => Object.values(e.constraints ?? {})).join('; ')}`);
-    const created = await app.get(BillingService).addRateVersion(body);
+    const c = await app.get(BillingService).addRateVersion(body);
     process.stdout.write(
-      `${created.name} v${created.version}: ${created.rate_usd_per_unit_hour} USD per ${created.unit} from ${created.valid_from}\n`,
+      `${c.name} v${c.version}: ${c.rate_usd_per_unit_hour} USD per ${c.unit} from ${c.valid_from}\n`,
     );
   } finally {
     await app.close();

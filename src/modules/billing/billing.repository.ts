@@ -128,7 +128,8 @@ export class BillingRepository {
   async insertVersion(m: EntityManager, name: string, rate: number, unit: string): Promise<ResourceRow> {
     const rows: ResourceRow[] = await m.query(
       `INSERT INTO resources (name, unit, rate_usd_per_unit_hour, version)
-       SELECT $1::varchar, $3::varchar, $2::numeric, COALESCE((SELECT max(r.version) FROM resources r WHERE r.name = $1::varchar), 0) + 1
+       SELECT $1::varchar, $3::varchar, $2::numeric,
+              COALESCE((SELECT max(r.version) FROM resources r WHERE r.name = $1::varchar), 0) + 1
        RETURNING ${RESOURCE}`,
       [name, rate, unit],
     );
@@ -146,7 +147,8 @@ export class BillingRepository {
       m,
       'billing_start_attempt',
       `WITH a AS (
-         INSERT INTO billing_attempts (submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to)
+         INSERT INTO billing_attempts
+           (submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to)
          VALUES ($1, $2, $3, $4, $5, $6::int[], now(), now())
          ON CONFLICT (submission_id) DO NOTHING RETURNING submission_id
        ), q AS (
