@@ -121,7 +121,7 @@ const CURRENT = `SELECT DISTINCT ON (name) id, name FROM resources ORDER BY name
 /**
  * Closed billing rows for every submission of `runId` that has no attempt yet, as BillingRepository would have left
  * them after `running` + one accrual that closed the attempt: the attempt (chain = self and ancestors by level), the
- * quantities pinned at the current rates (cores, GiB = MiB / 1024, GPUs; zero quantities omitted), and usage
+ * quantities pinned at the current rates (each spec key × its requestable_resources factor; zeros omitted), and usage
  * (quantity × seconds, numeric) added to the job, every group of the chain, the run and project × user × UTC day,
  * split at UTC midnight, spread over the app's TOKENS shards. Spans are 1..50 min, started up to 2 days ago (some cross midnight).
  */
@@ -133,13 +133,14 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
       `CREATE TEMP TABLE bench_att ON COMMIT DROP AS
        SELECT s.*, s.started_at + make_interval(secs => 60 + (s.rn * 7919) % 2940) AS rolled_up_to
          FROM (
-           SELECT js.id AS submission_id, js.run_id, js.job_id, r.project_id, r.user_id, js.cpu, js.memory_mib, js.gpu,
+           SELECT js.id AS submission_id, js.run_id, js.job_id, r.project_id, r.user_id,
+                  j.spec->'resources' AS resources,
                   (SELECT array_agg(x.ancestor_id ORDER BY x.level) FROM job_group_self_and_ancestors x
                     WHERE x.run_id = js.run_id AND x.job_group_id = js.job_group_id) AS job_group_ids,
                   (row_number() OVER (ORDER BY js.id) % ${TOKENS})::smallint AS token,
                   now() - make_interval(secs => 3600 + (row_number() OVER (ORDER BY js.id) * 104729) % 172800) AS started_at,
                   row_number() OVER (ORDER BY js.id) AS rn
-             FROM job_submissions js JOIN runs r ON r.id = js.run_id
+             FROM job_submissions js JOIN runs r ON r.id = js.run_id JOIN jobs j ON j.id = js.job_id
             WHERE js.run_id = $1 AND NOT EXISTS (SELECT 1 FROM billing_attempts a WHERE a.submission_id = js.id)
          ) s`,
       [runId],
@@ -152,7 +153,10 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
       `INSERT INTO submission_resources (submission_id, resource_id, quantity)
        SELECT b.submission_id, r.id, q.quantity
          FROM bench_att b
-        CROSS JOIN LATERAL (VALUES ('cpu', b.cpu::numeric), ('memory', b.memory_mib::numeric / 1024), ('gpu', b.gpu::numeric)) q(name, quantity)
+        CROSS JOIN LATERAL (
+          SELECT k.resource_name AS name, req.value::numeric * k.factor AS quantity
+            FROM jsonb_each_text(b.resources) req JOIN requestable_resources k ON k.spec_key = req.key
+        ) q
          JOIN (${CURRENT}) r ON r.name = q.name
         WHERE q.quantity > 0`,
     );

@@ -18,7 +18,8 @@ const USAGE = `usage: runplane <command>
   migrate               apply pending migrations and exit
   create-admin [NAME]   create a global admin and print its token (NAME defaults to admin-<random>)
   set-rate NAME USD_PER_UNIT_HOUR [UNIT]
-                        add a new version of a resource's rate (UNIT required for a new resource)`;
+                        add a new version of a billed resource's rate (NAME one a requestable resource key maps
+                        to, e.g. cpu, memory, gpu, disk; UNIT, if given, must be the one it is billed in)`;
 
 async function migrate(): Promise<void> {
   const env = parseEnv(process.env);
@@ -68,9 +69,9 @@ async function setRate(args: string[]): Promise<void> {
     const errors = validateSync(body);
     if (errors.length > 0)
       throw new Error(`invalid rate: ${errors.flatMap((e) => Object.values(e.constraints ?? {})).join('; ')}`);
-    const created = await app.get(BillingService).addRateVersion(body);
+    const c = await app.get(BillingService).addRateVersion(body);
     process.stdout.write(
-      `${created.name} v${created.version}: ${created.rate_usd_per_unit_hour} USD per ${created.unit}-hour from ${created.valid_from}\n`,
+      `${c.name} v${c.version}: ${c.rate_usd_per_unit_hour} USD per ${c.unit} from ${c.valid_from}\n`,
     );
   } finally {
     await app.close();

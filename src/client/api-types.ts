@@ -884,7 +884,10 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
-            resources: components["schemas"]["ResourcesDto"];
+            /** @description Requested quantities by key. The keys a spec may carry are the rows of the server's requestable_resources table, filled by migrations; an unknown key is a 400 naming it (`jobs[i].spec.resources.<key>`). As of this version: `cpu` (required; cores, 0.001 to 1024, at most 3 decimals), `memory_mib` (required; MiB, integer, 1 to 16,777,216; billed as `memory` in GiB), `gpu` (integer, 0 to 64), `disk_gib` (GiB, 0 to 1,048,576, at most 3 decimals; billed as `disk`). Keys a later migration adds are optional. Each requested key with a quantity above 0 is billed at its resource's current rate (`GET /api/v1/resources`) from the moment the submission runs; a key whose resource has no rate yet is refused (400) unless its quantity is 0. */
+            resources: {
+                [key: string]: number;
+            };
             max_duration_s?: number;
         };
         JobView: {
@@ -918,10 +921,11 @@ export interface components {
             role: "admin" | "manager" | "user";
         };
         NewRateDto: {
+            /** @description A billed resource: one a requestable resource key maps to (as of this version cpu, memory, gpu, disk); any other name is a 400 naming `name` (adding a resource is a migration). */
             name: string;
             /** @description USD per unit-hour, at most 10 decimals. */
             rate_usd_per_unit_hour: number;
-            /** @description Required for a new resource; defaults to the previous version's unit. */
+            /** @description May be left out: the unit is the one the resource's requestable key bills in; a different one is a 400. */
             unit?: string;
         };
         ProjectPage: {
@@ -940,12 +944,6 @@ export interface components {
         };
         ResourceList: {
             items: components["schemas"]["ResourceView"][];
-        };
-        ResourcesDto: {
-            /** @description CPUs, at most 3 decimals. */
-            cpu: number;
-            memory_mib: number;
-            gpu?: number;
         };
         ResourceView: {
             id: number;

@@ -93,6 +93,8 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     const res = await t.http.get('/api/v1/resources').set(owner.auth).expect(200);
     expect(res.body.items).toEqual([
       expect.objectContaining({ name: 'cpu', unit: 'core-hour', rate_usd_per_unit_hour: CPU, version: 1 }),
+      // Seeded by migration CreateRequestableResources, with the spec key disk_gib that bills it.
+      expect.objectContaining({ name: 'disk', unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0001, version: 1 }),
       expect.objectContaining({ name: 'gpu', unit: 'gpu-hour', rate_usd_per_unit_hour: 1, version: 1 }),
       expect.objectContaining({ name: 'memory', unit: 'GiB-hour', rate_usd_per_unit_hour: MEM, version: 1 }),
     ]);
@@ -106,26 +108,35 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
       .set(admin.auth)
       .send({ name: 'cpu', rate_usd_per_unit_hour: -1 })
       .expect(400);
+    // A resource no requestable key maps to could never be billed: refused, naming `name` (not a unit problem).
     const fresh = await t.http
       .post('/admin/v1/resources')
       .set(admin.auth)
-      .send({ name: 'disk', rate_usd_per_unit_hour: 0.0001 });
+      .send({ name: 'tape', unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0001 });
     expect(fresh.status).toBe(400);
     expect(fresh.body.code).toBe('VALIDATION_FAILED');
+    expect(fresh.body.details).toEqual([expect.objectContaining({ field: 'name' })]);
+    // A billed resource's unit is its requestable key's: another one is refused, naming `unit`.
+    const wrongUnit = await t.http
+      .post('/admin/v1/resources')
+      .set(admin.auth)
+      .send({ name: 'disk', unit: 'TiB-hour', rate_usd_per_unit_hour: 0.0001 });
+    expect(wrongUnit.status).toBe(400);
+    expect(wrongUnit.body.details).toEqual([expect.objectContaining({ field: 'unit' })]);
     const disk = await t.http
       .post('/admin/v1/resources')
       .set(admin.auth)
       .send({ name: 'disk', unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0001 })
       .expect(201);
-    expect(disk.body).toMatchObject({ name: 'disk', version: 1, unit: 'GiB-hour' });
+    expect(disk.body).toMatchObject({ name: 'disk', version: 2, unit: 'GiB-hour' });
     const disk2 = await t.http
       .post('/admin/v1/resources')
       .set(admin.auth)
       .send({ name: 'disk', rate_usd_per_unit_hour: 0.0002 })
       .expect(201);
-    expect(disk2.body).toMatchObject({ name: 'disk', version: 2, unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0002 });
+    expect(disk2.body).toMatchObject({ name: 'disk', version: 3, unit: 'GiB-hour', rate_usd_per_unit_hour: 0.0002 });
     const after = (await t.http.get('/api/v1/resources').set(owner.auth).expect(200)).body.items;
-    expect(after.find((r: { name: string }) => r.name === 'disk')).toMatchObject({ version: 2 });
+    expect(after.find((r: { name: string }) => r.name === 'disk')).toMatchObject({ version: 3 });
   });
 
   it('bills every ancestor: a group costs what its subtree does, the root what the run does, in the run view too', async () => {

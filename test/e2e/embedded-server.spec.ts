@@ -106,5 +106,9 @@ describe('the server on its embedded database', () => {
     expect(rate.code).toBe(0);
     expect(rate.output).toMatch(/^cpu v2: 0\.05 USD per \S+-hour/);
     expect((await runCli(env, ['set-rate', 'cpu', 'free'])).code).toBe(2);
-  }, 120_000); // four embedded starts: 10 s each on a busy 2-core machine
+    // Only a resource a requestable key maps to can have a rate (anything else could never be billed).
+    const unbillable = await runCli(env, ['set-rate', 'tape', '0.01', 'GiB-hour']);
+    expect(unbillable.code).toBe(1);
+    expect(unbillable.output).toMatch(/^runplane: set-rate failed: name is not a billed resource/);
+  }, 150_000); // five embedded starts: 10 s each on a busy 2-core machine
 });

@@ -87,6 +87,12 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
     it('rate_usd_per_unit_hour (numeric(20,10)): 1e-11 and Infinity are 400; 1e-10 is accepted', async () => {
       const admin = await t.user('admin');
       const name = `r${Date.now().toString(36)}`;
+      // Only a resource some requestable key maps to takes a rate: map one, as a migration would.
+      await t.dataSource.query(
+        `INSERT INTO requestable_resources (spec_key, resource_name, unit, factor, scale, max_quantity)
+         VALUES ($1, $1, 'unit', 1, 0, 1)`,
+        [name],
+      );
       for (const text of ['1e-11', '1.5e-11', '1e400', '1e10']) {
         const res = await postRaw(
           '/admin/v1/resources',

@@ -288,7 +288,8 @@ function validRequests(f: Fixtures): Record<string, Valid> {
       as(f.owner, { params: { ...run, g: f.cancellableGroupId }, body: { reason: 'enough' } }),
     'GET /api/v1/resources': () => as(f.owner),
     'POST /admin/v1/resources': () =>
-      as(f.admin, { body: { name: 'fuzz_rate', rate_usd_per_unit_hour: 0.5, unit: 'hour' } }),
+      // A billed resource (one a requestable key maps to), at the rate it already has: other names are refused.
+      as(f.admin, { body: { name: 'gpu', rate_usd_per_unit_hour: 1, unit: 'gpu-hour' } }),
     // Claims one queued submission (of the fixtures' runs), so a claimed submission's shape is checked too.
     'POST /internal/v1/submissions/claim': () =>
       as(f.service, { body: { worker_id: f.workerId, capacity: { cpu: 4, memory_mib: 8192, gpu: 0 }, limit: 1 } }),

@@ -7,9 +7,11 @@ import { BillingRepository } from './billing.repository';
 import { BudgetService } from './budget.service';
 import { BillingService } from './billing.service';
 import { BillingAttempt } from './entities/billing-attempt.entity';
+import { RequestableResource } from './entities/requestable-resource.entity';
 import { Resource } from './entities/resource.entity';
 import { SubmissionResource } from './entities/submission-resource.entity';
 import { BillingDailyUsage, BillingGroupUsage, BillingJobUsage, BillingRunUsage } from './entities/usage.entities';
+import { RequestableResourcesService } from './requestable-resources.service';
 import { AdminResourcesController, ResourcesController } from './resources.controller';
 
 /**
@@ -21,6 +23,7 @@ import { AdminResourcesController, ResourcesController } from './resources.contr
   imports: [
     TypeOrmModule.forFeature([
       Resource,
+      RequestableResource,
       BillingAttempt,
       SubmissionResource,
       BillingJobUsage,
@@ -32,7 +35,7 @@ import { AdminResourcesController, ResourcesController } from './resources.contr
     UsersModule,
   ],
   controllers: [ResourcesController, AdminResourcesController, BillingReportController],
-  providers: [BillingRepository, BillingService, BudgetService],
+  providers: [BillingRepository, BillingService, BudgetService, RequestableResourcesService],
   exports: [BillingService, BudgetService],
 })
 export class BillingModule {}

@@ -11,9 +11,21 @@ export interface NewAttempt {
   projectId: string;
   userId: string;
   jobGroupIds: number[];
-  cpu: number;
-  memoryMib: number;
-  gpu: number;
+  /** The job spec's `resources`, key → requested quantity; keys map to billed resources in requestable_resources. */
+  requested: Record<string, number>;
+}
+
+/** A row of requestable_resources, and whether its resource has a rate yet. */
+export interface RequestableRow {
+  specKey: string;
+  resourceName: string;
+  unit: string;
+  factor: string;
+  scale: number;
+  minQuantity: string;
+  maxQuantity: string;
+  required: boolean;
+  rated: boolean;
 }
 
 export interface ResourceRow {
@@ -93,40 +105,66 @@ export class BillingRepository {
     return m.query(`SELECT ${RESOURCE} FROM (${CURRENT}) r ORDER BY name`);
   }
 
-  /** A new version of a rate (the unit comes from the previous version unless given). Null when the name is new and no unit is given. */
-  async insertVersion(m: EntityManager, name: string, rate: number, unit: string | null): Promise<ResourceRow | null> {
+  /** Every requestable key with its billing mapping and bounds (a handful of rows), and whether it has a rate. */
+  requestableResources(m: EntityManager = this.dataSource.manager): Promise<RequestableRow[]> {
+    return m.query(
+      `SELECT q.spec_key AS "specKey", q.resource_name AS "resourceName", q.unit, q.factor::text AS factor, q.scale,
+              q.min_quantity::text AS "minQuantity", q.max_quantity::text AS "maxQuantity", q.required,
+              EXISTS (SELECT 1 FROM resources r WHERE r.name = q.resource_name) AS rated
+         FROM requestable_resources q
+        ORDER BY q.spec_key`,
+    );
+  }
+
+  /** The unit a billed resource is measured in, from the requestable key that maps to it; null when none does. */
+  async unitOfBilledResource(m: EntityManager, name: string): Promise<string | null> {
+    const rows: { unit: string }[] = await m.query(`SELECT unit FROM requestable_resources WHERE resource_name = $1`, [
+      name,
+    ]);
+    return rows[0]?.unit ?? null;
+  }
+
+  /** A new version of a rate, in `unit` (the one its requestable key bills in). */
+  async insertVersion(m: EntityManager, name: string, rate: number, unit: string): Promise<ResourceRow> {
     const rows: ResourceRow[] = await m.query(
-      `WITH p AS (SELECT $1::varchar AS name, $2::numeric AS rate, $3::varchar AS unit)
-       INSERT INTO resources (name, unit, rate_usd_per_unit_hour, version)
-       SELECT p.name, COALESCE(p.unit, (SELECT r.unit FROM resources r WHERE r.name = p.name ORDER BY r.version DESC LIMIT 1)), p.rate,
-              COALESCE((SELECT max(r.version) FROM resources r WHERE r.name = p.name), 0) + 1
-         FROM p
-        WHERE COALESCE(p.unit, (SELECT r.unit FROM resources r WHERE r.name = p.name LIMIT 1)) IS NOT NULL
+      `INSERT INTO resources (name, unit, rate_usd_per_unit_hour, version)
+       SELECT $1::varchar, $3::varchar, $2::numeric,
+              COALESCE((SELECT max(r.version) FROM resources r WHERE r.name = $1::varchar), 0) + 1
        RETURNING ${RESOURCE}`,
       [name, rate, unit],
     );
-    return rows[0] ?? null;
+    return rows[0];
   }
 
-  /** Starts billing a submission; false when it already was (a repeated `running` changes nothing). */
+  /**
+   * Starts billing a submission, in one statement: the attempt (its clock starts now) and, when it is new, one pinned
+   * quantity per requested key whose billed resource has a rate: the requested quantity × the key's factor (exact: the
+   * table's checks keep it within 10 decimals), against the resource's current rate version. Zero quantities and keys
+   * of no table row are left out. False when the attempt already was (a repeated `running` changes nothing).
+   */
   async insertAttempt(m: EntityManager, a: NewAttempt): Promise<boolean> {
-    const rows = await m.query(
-      `INSERT INTO billing_attempts (submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to)
-       VALUES ($1, $2, $3, $4, $5, $6::int[], now(), now())
-       ON CONFLICT (submission_id) DO NOTHING RETURNING submission_id`,
-      [a.submissionId, a.runId, a.jobId, a.projectId, a.userId, a.jobGroupIds],
+    const [row] = await preparedQuery<{ started: boolean }>(
+      m,
+      'billing_start_attempt',
+      `WITH a AS (
+         INSERT INTO billing_attempts
+           (submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to)
+         VALUES ($1, $2, $3, $4, $5, $6::int[], now(), now())
+         ON CONFLICT (submission_id) DO NOTHING RETURNING submission_id
+       ), q AS (
+         SELECT k.resource_name AS name, req.value::numeric * k.factor AS quantity
+           FROM jsonb_each_text($7::jsonb) req JOIN requestable_resources k ON k.spec_key = req.key
+       ), pinned AS (
+         INSERT INTO submission_resources (submission_id, resource_id, quantity)
+         SELECT a.submission_id, r.id, q.quantity
+           FROM a CROSS JOIN q JOIN (${CURRENT}) r ON r.name = q.name
+          WHERE q.quantity > 0
+         RETURNING 1
+       )
+       SELECT EXISTS (SELECT 1 FROM a) AS started`,
+      [a.submissionId, a.runId, a.jobId, a.projectId, a.userId, a.jobGroupIds, JSON.stringify(a.requested)],
     );
-    if (rows.length === 0) return false;
-    // Quantities in each resource's unit: cores, GiB (exact: MiB / 1024 has 10 decimals), GPUs.
-    await m.query(
-      `INSERT INTO submission_resources (submission_id, resource_id, quantity)
-       SELECT $1, r.id, q.quantity
-         FROM (${CURRENT}) r
-         JOIN (VALUES ('cpu', $2::numeric), ('memory', $3::numeric / 1024), ('gpu', $4::numeric)) q(name, quantity) ON q.name = r.name
-        WHERE q.quantity > 0`,
-      [a.submissionId, a.cpu, a.memoryMib, a.gpu],
-    );
-    return true;
+    return row.started;
   }
 
   /**

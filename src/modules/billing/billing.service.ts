@@ -7,6 +7,7 @@ import { BackgroundLoopsService } from '../../infra/loops/background-loops.servi
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { BillingReportRow, CostReport, NewRateDto, ReportDimension, ResourceView } from './dto/billing.dto';
 import { BillingRepository, CostRow, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
+import { RequestableResourcesService } from './requestable-resources.service';
 
 export type { NewAttempt };
 
@@ -49,6 +50,7 @@ export class BillingService implements OnModuleInit {
     private readonly billing: BillingRepository,
     private readonly loops: BackgroundLoopsService,
     private readonly invariants: InvariantsRegistry,
+    private readonly requestable: RequestableResourcesService,
   ) {}
 
   onModuleInit(): void {
@@ -60,13 +62,25 @@ export class BillingService implements OnModuleInit {
     return { items: (await this.billing.currentResources()).map(toResourceView) };
   }
 
-  /** A new version of a rate; usage already pinned to older versions keeps their rates. */
+  /**
+   * A new version of a rate; usage already pinned to older versions keeps their rates. Only a resource some
+   * requestable key maps to can have one (anything else could never be billed), in that key's unit.
+   */
   async addRateVersion(body: NewRateDto): Promise<ResourceView> {
     try {
-      const row = await this.tx.run((m) =>
-        this.billing.insertVersion(m, body.name, body.rate_usd_per_unit_hour, body.unit ?? null),
-      );
-      if (!row) throw validationFailed('unit', `is required for the new resource ${body.name}`);
+      const row = await this.tx.run(async (m) => {
+        const unit = await this.billing.unitOfBilledResource(m, body.name);
+        if (unit === null) {
+          throw validationFailed(
+            'name',
+            `is not a billed resource: no requestable resource key maps to ${body.name} (adding one is a migration)`,
+          );
+        }
+        if (body.unit !== undefined && body.unit !== unit)
+          throw validationFailed('unit', `must be ${unit}, the unit ${body.name} is billed in, or be left out`);
+        return this.billing.insertVersion(m, body.name, body.rate_usd_per_unit_hour, unit);
+      });
+      this.requestable.invalidate();
       return toResourceView(row);
     } catch (err) {
       if ((err as { driverError?: { constraint?: string } }).driverError?.constraint === 'uq_resources_name_version') {
@@ -76,7 +90,19 @@ export class BillingService implements OnModuleInit {
     }
   }
 
-  /** Pins the submission's quantities at the current rates and starts its clock (now). Repeats change nothing. */
+  /**
+   * Checks the requested resources of a submit or add-jobs request's job entries against requestable_resources:
+   * 400 naming `jobs[i].spec.resources.<key>` for an unknown key, a missing required one, a quantity out of its
+   * bounds or decimals, or one above 0 for a resource without a rate.
+   */
+  checkRequestedResources(specs: readonly { resources: Record<string, unknown> }[]): Promise<void> {
+    return this.requestable.check(specs);
+  }
+
+  /**
+   * Starts the submission's clock (now) and pins, per requested key that maps to a billed resource with a rate, the
+   * quantity in that resource's unit at its current rate version. One statement; repeats change nothing.
+   */
   async startAttempt(m: EntityManager, a: NewAttempt): Promise<void> {
     await this.billing.insertAttempt(m, a);
   }

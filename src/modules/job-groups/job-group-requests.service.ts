@@ -91,6 +91,7 @@ export class JobGroupRequestsService {
         `jobs expand to ${total} jobs; at most ${MAX_JOBS_PER_REQUEST} per request`,
         [{ field: 'jobs', message: 'too many jobs' }],
       );
+    await this.billing.checkRequestedResources(body.jobs.map((j) => j.spec));
     // The batch is referenced by its first job_num; the same body (the key's hash matches) tells how many follow.
     const jobs = await this.tx.run((m) =>
       this.idempotency.once(

@@ -4,7 +4,7 @@ import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
 import { QUEUED_STATUSES } from '../lifecycle/vocabulary';
 import { returning } from '../../infra/database/returning';
-import type { JobSpec, SubmissionStatus } from './dto/job-spec';
+import type { JobSpec, RequestedResources, SubmissionStatus } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { HELD_PREDICATE, JobSubmission, QUEUED_PREDICATE, RUNNING_PREDICATE } from './entities/job-submission.entity';
 
@@ -212,15 +212,18 @@ export class SubmissionsRepository {
     return { ...splitLocked(row), finished };
   }
 
-  /** Starts the attempt: submission and job `running`, a fresh lease (returned). */
+  /**
+   * Starts the attempt: submission and job `running`, a fresh lease. Returns the lease's end and the job spec's
+   * requested resources (what billing pins), read by the same statement.
+   */
   async setRunning(
     m: EntityManager,
     id: string,
     jobId: string,
     provisioningData: Record<string, unknown> | null,
     leaseSeconds: number,
-  ): Promise<Date> {
-    const [row] = await preparedQuery<{ leaseExpiresAt: Date }>(
+  ): Promise<{ leaseExpiresAt: Date; resources: RequestedResources }> {
+    const [row] = await preparedQuery<{ leaseExpiresAt: Date; resources: RequestedResources }>(
       m,
       'lifecycle_set_running',
       `WITH started AS (
@@ -231,10 +234,10 @@ export class SubmissionsRepository {
       RETURNING lease_expires_at
        )
        UPDATE jobs SET status = $5 FROM started WHERE jobs.id = $2
-       RETURNING started.lease_expires_at AS "leaseExpiresAt"`,
+       RETURNING started.lease_expires_at AS "leaseExpiresAt", jobs.spec->'resources' AS resources`,
       [id, jobId, provisioningData === null ? null : JSON.stringify(provisioningData), leaseSeconds, STARTED],
     );
-    return row.leaseExpiresAt;
+    return row;
   }
 
   async heartbeat(

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import type { SubmissionStatus } from './dto/job-spec';
+import type { RequestedResources, SubmissionStatus } from './dto/job-spec';
 import { JobSubmission } from './entities/job-submission.entity';
 import {
   Candidate,
@@ -59,13 +59,13 @@ export class SubmissionsService {
     return this.subs.lockSubmission(m, submissionId);
   }
 
-  /** Returns the new lease's end. */
+  /** Returns the new lease's end and the job's requested resources (key → quantity, as its spec says). */
   start(
     m: EntityManager,
     s: SubmissionFacts,
     provisioningData: Record<string, unknown> | null,
     leaseSeconds: number,
-  ): Promise<Date> {
+  ): Promise<{ leaseExpiresAt: Date; resources: RequestedResources }> {
     return this.subs.setRunning(m, s.id, s.jobId, provisioningData, leaseSeconds);
   }
 

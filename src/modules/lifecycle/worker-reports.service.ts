@@ -154,7 +154,7 @@ export class WorkerReportsService {
       if (s.status === 'running')
         return { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null };
       if (!isAllowedTransition(s.status, 'running')) throw stale(`submission ${id} is ${s.status}, not provisioning`);
-      const lease = await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
+      const started = await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       // Billing rows come after the submission and job, before group counters and the run (the lock order).
       const owner = await this.runAccess.ownerOf(m, s.runId);
       const jobGroupIds = await this.groups.selfAndAncestorIds(m, s.runId, s.jobGroupId);
@@ -164,12 +164,10 @@ export class WorkerReportsService {
         jobId: s.jobId,
         ...owner,
         jobGroupIds,
-        cpu: s.cpu,
-        memoryMib: s.memoryMib,
-        gpu: s.gpu,
+        requested: started.resources,
       });
       await this.runStatus.moveActive(m, s.runId, { nProvisioning: -1, nRunning: 1 });
-      return { status: 'running', lease_expires_at: lease.toISOString() };
+      return { status: 'running', lease_expires_at: started.leaseExpiresAt.toISOString() };
     });
   }
 

@@ -67,6 +67,7 @@ export class RunCommandsService implements OnModuleInit {
         ]);
       }
     });
+    await this.billing.checkRequestedResources(body.jobs.map((j) => j.spec));
     const view = await this.tx.run(async (m) =>
       this.idempotency.once(
         m,

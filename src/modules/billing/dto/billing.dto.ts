@@ -6,7 +6,12 @@ export const REPORT_DIMENSIONS = ['user', 'day', 'resource'] as const;
 export type ReportDimension = (typeof REPORT_DIMENSIONS)[number];
 
 export class NewRateDto {
-  @ApiProperty({ pattern: '^[a-z][a-z0-9_-]{0,31}$' })
+  @ApiProperty({
+    pattern: '^[a-z][a-z0-9_-]{0,31}$',
+    description:
+      'A billed resource: one a requestable resource key maps to (as of this version cpu, memory, gpu, disk); ' +
+      'any other name is a 400 naming `name` (adding a resource is a migration).',
+  })
   @IsString()
   @Matches(/^[a-z][a-z0-9_-]{0,31}$/, {
     message: 'name must be 1-32 lowercase letters, digits, _ or -, starting with a letter',
@@ -19,10 +24,11 @@ export class NewRateDto {
   @Max(1e9)
   rate_usd_per_unit_hour!: number;
 
-  /** Required for a new resource; defaults to the previous version's unit. */
+  /** The unit the resource is billed in (its requestable key's); a different one is refused. */
   @ApiPropertyOptional({
     pattern: '^[A-Za-z][A-Za-z0-9_-]{0,31}$',
-    description: "Required for a new resource; defaults to the previous version's unit.",
+    description:
+      "May be left out: the unit is the one the resource's requestable key bills in; a different one is a 400.",
   })
   @Optional()
   @IsString()

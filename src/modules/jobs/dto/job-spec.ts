@@ -15,7 +15,7 @@ import {
   ValidateNested,
 } from 'class-validator';
 import type { RawJson } from '../../../common/json/raw-json';
-import { IsEnvMap, IsFixedPoint, Optional } from '../../../common/validation/validators';
+import { IsEnvMap, Optional } from '../../../common/validation/validators';
 
 // The vocabulary lives in one place (the lifecycle's); re-exported here for the job views that use it.
 import { SUBMISSION_STATUSES, type SubmissionStatus } from '../../lifecycle/vocabulary';
@@ -23,26 +23,22 @@ export { FINISHED_STATUSES, isFinished, SUBMISSION_STATUSES, type SubmissionStat
 /** Submissions per job a run view shows when `job_submissions_limit` is omitted ("all"), and the most it accepts. */
 export const MAX_RUN_VIEW_SUBMISSIONS = 1000;
 
-export class ResourcesDto {
-  @ApiProperty({ minimum: 0.001, maximum: 1024, description: 'CPUs, at most 3 decimals.' })
-  @IsFixedPoint(3) // numeric(10, 3)
-  @Min(0.001)
-  @Max(1024)
-  cpu!: number;
+/**
+ * Requested resources, key → quantity. The keys a spec may carry, their bounds and how each is billed are rows of
+ * requestable_resources (filled by migrations), checked on submit and add-jobs against that table, not here: the DTO
+ * only takes an object. cpu and memory_mib also fill the submission's scheduling columns (claim capacity fitting).
+ */
+export type RequestedResources = { cpu: number; memory_mib: number; gpu?: number } & Record<string, number>;
 
-  @ApiProperty({ type: 'integer', minimum: 1, maximum: 16 * 1024 * 1024 })
-  @IsInt()
-  @Min(1)
-  @Max(16 * 1024 * 1024)
-  memory_mib!: number;
-
-  @ApiPropertyOptional({ type: 'integer', minimum: 0, maximum: 64 })
-  @Optional()
-  @IsInt()
-  @Min(0)
-  @Max(64)
-  gpu?: number;
-}
+/** What the OpenAPI document says about `resources`: the keys as this version's migrations define them. */
+export const RESOURCES_DESCRIPTION =
+  "Requested quantities by key. The keys a spec may carry are the rows of the server's requestable_resources " +
+  'table, filled by migrations; an unknown key is a 400 naming it (`jobs[i].spec.resources.<key>`). As of this ' +
+  'version: `cpu` (required; cores, 0.001 to 1024, at most 3 decimals), `memory_mib` (required; MiB, integer, 1 ' +
+  'to 16,777,216; billed as `memory` in GiB), `gpu` (integer, 0 to 64), `disk_gib` (GiB, 0 to 1,048,576, at most 3 ' +
+  'decimals; billed as `disk`). Keys a later migration adds are optional. Each requested key with a quantity above ' +
+  "0 is billed at its resource's current rate (`GET /api/v1/resources`) from the moment the submission runs; a " +
+  'key whose resource has no rate yet is refused (400) unless its quantity is 0.';
 
 export class JobSpecDto {
   @ApiProperty({
@@ -75,11 +71,13 @@ export class JobSpecDto {
   @IsEnvMap()
   env?: Record<string, string>;
 
-  @ApiProperty({ type: () => ResourcesDto })
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: { type: 'number', minimum: 0 },
+    description: RESOURCES_DESCRIPTION,
+  })
   @IsObject()
-  @ValidateNested()
-  @Type(() => ResourcesDto)
-  resources!: ResourcesDto;
+  resources!: RequestedResources;
 
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 30 * 24 * 3600 })
   @Optional()
@@ -93,7 +91,7 @@ export type JobSpec = {
   commands: string[];
   image?: string;
   env?: Record<string, string>;
-  resources: { cpu: number; memory_mib: number; gpu?: number };
+  resources: RequestedResources;
   max_duration_s?: number;
 };
 
