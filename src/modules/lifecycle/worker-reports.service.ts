@@ -91,7 +91,8 @@ export class WorkerReportsService {
       const candidates = await this.subs.lockCandidates(m, cap, limit * 4 + 8);
       const cancellations = await this.groups.effectiveCancellations([...new Set(candidates.map((c) => c.runId))], m);
       const picked: typeof candidates = [];
-      const left = { ...cap };
+      // Packing counts cpu in thousandths of a core (the column's scale): floats would make 0.3 − 0.1 − 0.1 < 0.1.
+      const left = { milliCpu: Math.round(cap.cpu * 1000), memoryMib: cap.memoryMib, gpu: cap.gpu };
       const deltas = new Map<string, ActiveDelta>();
       const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
       for (const c of candidates) {
@@ -110,9 +111,11 @@ export class WorkerReportsService {
           if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
           continue;
         }
-        if (picked.length >= limit || c.cpu > left.cpu || c.memoryMib > left.memoryMib || c.gpu > left.gpu) continue;
+        const milliCpu = Math.round(c.cpu * 1000);
+        const fits = milliCpu <= left.milliCpu && c.memoryMib <= left.memoryMib && c.gpu <= left.gpu;
+        if (picked.length >= limit || !fits) continue;
         picked.push(c);
-        left.cpu -= c.cpu;
+        left.milliCpu -= milliCpu;
         left.memoryMib -= c.memoryMib;
         left.gpu -= c.gpu;
         bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
