@@ -102,7 +102,7 @@ describe('runs list', () => {
       }
     });
 
-    it('only_active=true excludes finished runs (terminated, done, failed); only_active=false does not filter', async () => {
+    it('only_active=true leaves out finished runs (terminated, done, failed); false filters nothing', async () => {
       expect(await ids({ only_active: true })).toEqual(only('submitted', 'running', 'pending', 'terminating'));
       expect(await ids({ only_active: true }, ALL_RUNS)).toEqual(
         only('submitted', 'running', 'pending', 'terminating'),
@@ -230,7 +230,7 @@ describe('runs list', () => {
       }
     });
 
-    it('boundary values are accepted: limit=1, limit=100, job_submissions_limit=0 and 100, booleans true/false', async () => {
+    it('accepts boundary values: limit 1 and 100, job_submissions_limit 0 and 100, true/false', async () => {
       for (const query of [
         { limit: 1 },
         { limit: 100 },

@@ -132,7 +132,7 @@ describe('runs list', () => {
       expect(a.items.map((r) => r.id)).toEqual(sortKeys(keys, false).slice(2, 4));
     });
 
-    it('runs inserted between page fetches never cause skips or repeats (descending: unseen; ascending: appended)', async () => {
+    it('runs inserted between pages cause no skips or repeats (descending: unseen; ascending: appended)', async () => {
       const user = await t.user();
       const p = (await makeProject(t, user)).name;
       const existing = await makeRuns(t, user, p, 7);

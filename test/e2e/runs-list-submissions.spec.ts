@@ -137,7 +137,7 @@ describe('runs list', () => {
       }
     });
 
-    it('N=0 returns every job with no job_submissions but latest_job_submission still set; the run still has its status', async () => {
+    it('N=0: every job, no job_submissions, latest_job_submission still set; the run keeps its status', async () => {
       await setRunStatus(t, runId, 'running', 'retrying');
       try {
         for (const url of [projectRuns(project), ALL_RUNS]) {

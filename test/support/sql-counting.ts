@@ -5,7 +5,10 @@ import type { TestApp } from './test-app';
 export interface Measured {
   /** Statements sent by pg clients (everything, including transaction control). */
   client: number;
-  /** Statements through TypeORM's PostgresQueryRunner.query (query builders, repositories, manager/DataSource.query). */
+  /**
+   * Statements through TypeORM's PostgresQueryRunner.query (query builders, repositories, manager and
+   * DataSource.query).
+   */
   runner: number;
   /** Of those, the ones issued through DataSource.query / EntityManager.query. */
   viaDataSource: number;

@@ -44,12 +44,15 @@ export async function giveHistory(t: Db, jobId: string, subs: SubmissionInput[])
   return t.dataSource.transaction(async (m) => {
     await m.query('DELETE FROM job_submissions WHERE job_id = $1', [jobId]);
     const inserted: { id: string; submission_num: number }[] = await m.query(
-      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason, priority,
-                                    cpu, memory_mib, gpu, submitted_at, finished_at, provisioning_data, runtime_data)
+      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason,
+                                    priority, cpu, memory_mib, gpu, submitted_at, finished_at, provisioning_data,
+                                    runtime_data)
        SELECT gen_random_uuid(), j.id, j.run_id, j.job_group_id, v.num, v.status, v.reason, 0,
-              (j.spec->'resources'->>'cpu')::numeric, (j.spec->'resources'->>'memory_mib')::int, coalesce((j.spec->'resources'->>'gpu')::int, 0),
+              (j.spec->'resources'->>'cpu')::numeric, (j.spec->'resources'->>'memory_mib')::int,
+              coalesce((j.spec->'resources'->>'gpu')::int, 0),
               $2::timestamptz + v.num * interval '1 second',
-              CASE WHEN v.status IN ('done', 'failed', 'terminated', 'aborted') THEN $2::timestamptz + v.num * interval '1 second' + interval '500 milliseconds' END,
+              CASE WHEN v.status IN ('done', 'failed', 'terminated', 'aborted')
+                   THEN $2::timestamptz + v.num * interval '1 second' + interval '500 milliseconds' END,
               jsonb_build_object('attempt', v.num), jsonb_build_object('job', j.id::text, 'num', v.num)
          FROM jobs j, unnest($3::int[], $4::text[], $5::text[]) AS v(num, status, reason)
         WHERE j.id = $1
@@ -73,8 +76,8 @@ export async function giveHistory(t: Db, jobId: string, subs: SubmissionInput[])
 export async function pointFactsAtNewest(m: EntityManager, jobIds: string[]): Promise<void> {
   await m.query(
     `UPDATE jobs j
-        SET latest_submission_id = s.id, latest_submission_num = s.submission_num, submission_count = s.submission_num + 1,
-            status = s.status, termination_reason = s.termination_reason
+        SET latest_submission_id = s.id, latest_submission_num = s.submission_num,
+            submission_count = s.submission_num + 1, status = s.status, termination_reason = s.termination_reason
        FROM (SELECT DISTINCT ON (job_id) job_id, id, submission_num, status, termination_reason
                FROM job_submissions WHERE job_id = ANY($1::uuid[]) ORDER BY job_id, submission_num DESC) s
       WHERE j.id = s.job_id`,
@@ -102,18 +105,21 @@ export async function seriesHistory(
   if (gap && to % gap.mod === gap.rem) throw new Error('the newest submission must exist');
   await t.dataSource.transaction(async (m) => {
     await m.query(
-      `UPDATE job_submissions SET status = 'failed', termination_reason = 'interrupted_by_no_capacity' WHERE job_id = ANY($1::uuid[]) AND submission_num = 0`,
+      `UPDATE job_submissions SET status = 'failed', termination_reason = 'interrupted_by_no_capacity'
+        WHERE job_id = ANY($1::uuid[]) AND submission_num = 0`,
       [jobIds],
     );
     await m.query(
-      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason, priority,
-                                    cpu, memory_mib, gpu, submitted_at, finished_at, provisioning_data, runtime_data)
+      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason,
+                                    priority, cpu, memory_mib, gpu, submitted_at, finished_at, provisioning_data,
+                                    runtime_data)
        SELECT gen_random_uuid(), j.id, j.run_id, j.job_group_id, g,
               CASE WHEN g = $2 THEN 'running' ELSE 'failed' END,
               CASE WHEN g = $2 THEN NULL ELSE 'interrupted_by_no_capacity' END,
               0, 1, 1024, 0,
               $5::timestamptz + g * interval '1 second',
-              CASE WHEN g = $2 THEN NULL ELSE $5::timestamptz + g * interval '1 second' + interval '500 milliseconds' END,
+              CASE WHEN g = $2 THEN NULL
+                   ELSE $5::timestamptz + g * interval '1 second' + interval '500 milliseconds' END,
               jsonb_build_object('attempt', g), jsonb_build_object('job', j.id::text, 'num', g)
          FROM jobs j CROSS JOIN generate_series(1, $2::int) AS g
         WHERE j.id = ANY($1::uuid[]) AND ($3::int IS NULL OR g % $3::int <> $4::int)`,
@@ -126,7 +132,9 @@ export async function seriesHistory(
 /** Ground truth straight from the table: the newest `n` submissions of a job, ascending. */
 export async function newestInDb(t: Db, jobId: string, n: number): Promise<{ id: string; num: number }[]> {
   const rows: { id: string; submission_num: number }[] = await t.dataSource.query(
-    `SELECT id, submission_num FROM (SELECT id, submission_num FROM job_submissions WHERE job_id = $1 ORDER BY submission_num DESC LIMIT $2) x ORDER BY submission_num`,
+    `SELECT id, submission_num
+       FROM (SELECT id, submission_num FROM job_submissions WHERE job_id = $1 ORDER BY submission_num DESC LIMIT $2) x
+      ORDER BY submission_num`,
     [jobId, n],
   );
   return rows.map((r) => ({ id: r.id, num: r.submission_num }));
