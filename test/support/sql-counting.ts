@@ -22,7 +22,7 @@ export interface Measured {
 
 export type QueryFn = (this: unknown, ...args: unknown[]) => unknown;
 
-export async function measure(t: TestApp, fn: () => Promise<unknown>): Promise<Measured> {
+export async function measure(t: Pick<TestApp, 'dataSource'>, fn: () => Promise<unknown>): Promise<Measured> {
   const pgClientProto = (t.dataSource.driver as unknown as { postgres: { Client: { prototype: { query: QueryFn } } } })
     .postgres.Client.prototype;
   const original = pgClientProto.query;
@@ -97,7 +97,10 @@ export interface PlanNode {
  * Rows of job_submissions the database actually visited (returned by scans plus those scanned and thrown away by
  * filters) over every statement of a measured request, from EXPLAIN ANALYZE of the very statements it sent.
  */
-export async function submissionRowsVisited(t: TestApp, m: Measured): Promise<{ visited: number; statements: number }> {
+export async function submissionRowsVisited(
+  t: Pick<TestApp, 'dataSource'>,
+  m: Measured,
+): Promise<{ visited: number; statements: number }> {
   let visited = 0;
   let statements = 0;
   const walkPlan = (node: PlanNode) => {
