@@ -70,6 +70,7 @@ export const OWN_DATABASES = [
   'outage',
   'maxdur',
   'openapi',
+  'claims',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
