@@ -366,7 +366,7 @@ describe('job groups: tree, counts, cancellation', () => {
     // aborting the rest), so its xmin is a subtransaction's: the next test shows it goes with the rest.
   });
 
-  it('a submission of 10,000 jobs that fails after its last write leaves nothing: run, groups, jobs all rolled back', async () => {
+  it('a 10,000-job submission failing after its last write leaves nothing: run, groups, jobs rolled back', async () => {
     const before = await rowCounts(t);
     const original = JobGroupsService.prototype.countNewJobs;
     const crash = jest.spyOn(JobGroupsService.prototype, 'countNewJobs').mockImplementationOnce(async function (
