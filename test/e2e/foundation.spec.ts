@@ -127,6 +127,21 @@ describe('foundation: auth, errors, projects, operations', () => {
     await t.http.get(`/api/v1/projects/${project.name}`).set(admin.auth).expect(200);
     const outsiderList = await t.http.get('/api/v1/projects').set(outsider.auth).expect(200);
     expect(outsiderList.body.items.map((p: { name: string }) => p.name)).not.toContain(project.name);
+    // The admin, a member of nothing, lists every project of the database.
+    const listed: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const res: { body: { items: { name: string }[]; next_cursor: string | null } } = await t.http
+        .get('/api/v1/projects')
+        .query(cursor ? { limit: 100, cursor } : { limit: 100 })
+        .set(admin.auth)
+        .expect(200);
+      listed.push(...res.body.items.map((p) => p.name));
+      cursor = res.body.next_cursor;
+    } while (cursor);
+    const all: { name: string }[] = await t.dataSource.query('SELECT name FROM projects');
+    expect([...listed].sort()).toEqual(all.map((p) => p.name).sort());
+    expect(listed).toContain(project.name);
     const ownerView = await t.http.get(`/api/v1/projects/${project.name}`).set(owner.auth).expect(200);
     expect(ownerView.body.members).toEqual([{ user: owner.name, role: 'admin' }]);
   });

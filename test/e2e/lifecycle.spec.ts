@@ -148,6 +148,14 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     const [s0] = await claimOf(w, run);
     const r0 = await w.execute(s0, ERROR);
     expect(r0.body.retry_submission).toMatchObject({ submission_num: 1 });
+    // One transaction wrote the failure, the retry and the job's facts: the rows carry one transaction id (xmin).
+    const written = await t.dataSource.query(
+      `SELECT 'failed' AS what, xmin::text FROM job_submissions WHERE id = $1
+       UNION ALL SELECT 'retry', xmin::text FROM job_submissions WHERE job_id = $2 AND submission_num = 1
+       UNION ALL SELECT 'job', xmin::text FROM jobs WHERE id = $2`,
+      [s0.id, s0.job_id],
+    );
+    expect(written).toEqual(['failed', 'retry', 'job'].map((what) => ({ what, xmin: written[0].xmin })));
     const pending = await getRun(run);
     expect(pending).toMatchObject({ status: 'pending', status_message: 'retrying' });
     expect(pending.jobs[0]).toMatchObject({
@@ -230,6 +238,14 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     await w.execute(inGroup[0], ERROR);
     expect((await group(run, 1)).status).toBe('failure');
     await w.execute(inGroup[1], ERROR);
+    // The second failure and the cancellation it caused were written by one transaction (one xmin).
+    const written = await t.dataSource.query(
+      `SELECT 'failure' AS what, xmin::text FROM job_submissions WHERE id = $1
+       UNION ALL SELECT 'cancellation', xmin::text FROM job_groups_cancelled WHERE run_id = $2 AND job_group_id = 1
+       UNION ALL SELECT 'counters', xmin::text FROM job_group_counters WHERE run_id = $2 AND job_group_id = 1`,
+      [inGroup[1].id, run.id],
+    );
+    expect(written).toEqual(['failure', 'cancellation', 'counters'].map((what) => ({ what, xmin: written[0].xmin })));
     const g = await group(run, 1);
     expect(g).toMatchObject({
       status: 'failure',

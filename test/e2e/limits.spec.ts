@@ -331,7 +331,7 @@ describe('queued jobs per project', () => {
   });
 
   describeRealPostgres('under concurrency', () => {
-    it('lets exactly one of two concurrent submissions that do not both fit through', async () => {
+    it('lets exactly one of three concurrent submissions through when only one fits', async () => {
       const owner = await t.user();
       const project = await makeProject(t, owner);
       const submit = () =>

@@ -107,14 +107,29 @@ describe('max_duration_s enforced by the server: overdue running submissions end
     expect(claimed).toHaveLength(3);
     for (const c of claimed) await w.running(c.id);
     for (const [i, c] of claimed.entries()) await overdue(c.id, 10 + i);
+    // Deadlines passed 20, 40 and 30 seconds ago (not the order the submissions were made overdue in).
+    const passedAgo = [20, 40, 30];
+    for (const [i, c] of claimed.entries())
+      await t.dataSource.query(
+        `UPDATE job_submissions SET deadline_at = now() - make_interval(secs => $2) WHERE id = $1`,
+        [c.id, passedAgo[i]],
+      );
+    const statusOf = async () =>
+      (
+        await t.dataSource.query<{ id: string; status: string; termination_reason: string | null }[]>(
+          `SELECT id, status, termination_reason FROM job_submissions WHERE id = ANY($1)`,
+          [claimed.map((c) => c.id)],
+        )
+      )
+        .sort((a, b) => claimed.findIndex((c) => c.id === a.id) - claimed.findIndex((c) => c.id === b.id))
+        .map((r) => `${r.status}/${r.termination_reason}`);
     const lifecycle = t.app.get(ServerTransitionsService);
+    const ended = 'terminated/max_duration_exceeded';
     expect(await lifecycle.expireOverdue(2)).toBe(2);
+    // The two oldest deadlines (40 and 30 s ago) went first; the one 20 s ago waits for the next pass.
+    expect(await statusOf()).toEqual(['running/null', ended, ended]);
     expect(await lifecycle.expireOverdue(2)).toBe(1);
-    const statuses = await t.dataSource.query<{ status: string; termination_reason: string }[]>(
-      `SELECT status, termination_reason FROM job_submissions WHERE id = ANY($1)`,
-      [claimed.map((c) => c.id)],
-    );
-    expect(statuses).toEqual(Array(3).fill({ status: 'terminated', termination_reason: 'max_duration_exceeded' }));
+    expect(await statusOf()).toEqual([ended, ended, ended]);
     expect((await invariants(t, admin)).mismatches).toEqual([]);
   });
 });

@@ -1,5 +1,7 @@
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeProject, makeRun, setMembers } from '../support/factories';
+import { rowCounts } from '../support/input-errors';
+import { giveHistory } from '../support/submission-histories';
 
 describe('runs: submit, get, stop, delete, history', () => {
   let t: TestApp;
@@ -67,22 +69,24 @@ describe('runs: submit, get, stop, delete, history', () => {
     expect(dup.body.code).toBe('ALREADY_EXISTS');
   });
 
-  it('is idempotent with an Idempotency-Key', async () => {
+  it('is idempotent with an Idempotency-Key: one run however often it is sent; another body is 409', async () => {
     const key = `submit-${Date.now()}`;
     const body = { jobs: [{ spec: jobSpec() }] };
+    const before = await rowCounts(t);
     const first = await t.http.post(base()).set(owner.auth).set('Idempotency-Key', key).send(body).expect(201);
+    const created = await rowCounts(t);
+    expect(created).toMatchObject({ runs: before.runs + 1, jobs: before.jobs + 1 });
     const again = await t.http.post(base()).set(owner.auth).set('Idempotency-Key', key).send(body).expect(201);
     expect(again.body).toEqual(first.body);
-    await t.http
+    const other = await t.http
       .post(base())
       .set(owner.auth)
       .set('Idempotency-Key', key)
       .send({ jobs: [{ spec: jobSpec({ image: 'other' }) }] })
       .expect(409);
-    const count = await t.dataSource.query('SELECT count(*)::int AS n FROM runs WHERE run_name = $1', [
-      first.body.run_name,
-    ]);
-    expect(count[0].n).toBe(1);
+    expect(other.body.code).toBe('IDEMPOTENCY_KEY_REUSED');
+    // Neither the repeat nor the refused request wrote anything (a second run would get a new generated name).
+    expect(await rowCounts(t)).toEqual(created);
   });
 
   it('refuses bad submissions with 400 naming the field and writes nothing', async () => {
@@ -213,11 +217,27 @@ describe('runs: submit, get, stop, delete, history', () => {
   it('serves a job history newest first, paginated', async () => {
     const run = await makeRun(t, owner, project);
     const job = run.jobs[0];
-    const page = await t.http.get(`${base()}/${run.id}/jobs/${job.id}/submissions`).set(owner.auth).expect(200);
-    expect(page.body).toEqual({
+    const url = `${base()}/${run.id}/jobs/${job.id}/submissions`;
+    const fresh = await t.http.get(url).set(owner.auth).expect(200);
+    expect(fresh.body).toEqual({
       items: [expect.objectContaining({ id: job.latest_job_submission!.id, submission_num: 0 })],
       next_cursor: null,
     });
+    // Five attempts (numbers 0, 1, 3, 4, 6: gaps, as folding leaves them), in pages of two.
+    const written = await giveHistory(t, job.id, [0, 1, 3, 4, 6]);
+    const pages: { items: { id: string; submission_num: number }[]; next_cursor: string | null }[] = [];
+    let cursor: string | null = null;
+    do {
+      const res: { body: (typeof pages)[number] } = await t.http
+        .get(url)
+        .query(cursor ? { limit: 2, cursor } : { limit: 2 })
+        .set(owner.auth)
+        .expect(200);
+      pages.push(res.body);
+      cursor = res.body.next_cursor;
+    } while (cursor);
+    expect(pages.map((p) => p.items.map((s) => s.submission_num))).toEqual([[6, 4], [3, 1], [0]]);
+    expect(pages.flatMap((p) => p.items.map((s) => s.id))).toEqual(written.map((w) => w.id).reverse());
     await t.http
       .get(`${base()}/${run.id}/jobs/00000000-0000-0000-0000-000000000000/submissions`)
       .set(owner.auth)
@@ -226,11 +246,21 @@ describe('runs: submit, get, stop, delete, history', () => {
 
   it('lets project members read runs and refuses outsiders', async () => {
     const member = await t.user();
+    const outsider = await t.user();
     await setMembers(t, owner, project, [
       { user: owner.name, role: 'admin' },
       { user: member.name, role: 'user' },
     ]);
     const run = await makeRun(t, owner, project);
-    await t.http.get(`${base()}/${run.id}`).set(member.auth).expect(200);
+    const read = await t.http.get(`${base()}/${run.id}`).set(member.auth).expect(200);
+    expect(read.body.id).toBe(run.id);
+    const listed = await t.http.get(base()).set(member.auth).query({ limit: 100 }).expect(200);
+    expect(listed.body.items.map((r: { id: string }) => r.id)).toContain(run.id);
+    for (const path of [`${base()}/${run.id}`, base(), `${base()}/${run.id}/job-groups/0`]) {
+      const res = await t.http.get(path).set(outsider.auth).expect(403);
+      expect(res.body.code).toBe('FORBIDDEN');
+    }
+    await t.http.post(`${base()}/${run.id}/stop`).set(outsider.auth).send({}).expect(403);
+    expect((await t.http.get(`${base()}/${run.id}`).set(owner.auth).expect(200)).body.status).toBe('submitted');
   });
 });

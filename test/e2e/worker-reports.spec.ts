@@ -236,7 +236,11 @@ describe('worker reports: bound to the claiming account, checked against the sta
     const props = doc.components.schemas.CompleteDto.properties;
     expect(props.status.enum).toEqual([...FINISHED_STATUSES]);
     expect(props.termination_reason.enum).toEqual(TERMINATION_REASONS.filter((r) => r !== 'dependency_failed'));
-    expect(props.termination_reason.description).toContain('`done`: `done_by_runner`;');
+    // Every status with the reasons a worker may report with it, in the order of the table.
+    for (const status of FINISHED_STATUSES)
+      expect(props.termination_reason.description).toContain(
+        `\`${status}\`: ${WORKER_REPORTABLE[status].map((r) => `\`${r}\``).join(', ')}`,
+      );
     expect(doc.components.schemas.ClaimDto.properties.worker_id.pattern).toEqual(expect.any(String));
   });
 

@@ -29,6 +29,8 @@ const TABLES = [
   'project_members',
   'runs',
   'job_groups',
+  'job_group_self_and_ancestors',
+  'job_group_counters',
   'job_groups_cancelled',
   'jobs',
   'job_submissions',

@@ -71,6 +71,7 @@ export const OWN_DATABASES = [
   'maxdur',
   'openapi',
   'resources',
+  'claims',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 

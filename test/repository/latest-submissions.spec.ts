@@ -1,0 +1,170 @@
+import { DataSource } from 'typeorm';
+import { FETCH_PARTS, LatestSubmissionsRepository } from '../../src/modules/jobs/latest-submissions.repository';
+import type { SubmissionView } from '../../src/modules/jobs/dto/job-spec';
+import { inRolledBackTransaction, openDataSource, seedJob, seedRun } from '../support/repository-tier';
+import { measure, submissionRowsVisited } from '../support/sql-counting';
+import {
+  expectedSubmission,
+  giveHistory,
+  newestInDb,
+  seriesHistory,
+  seriesNums,
+  WrittenSubmission,
+} from '../support/submission-histories';
+
+/** The latest-submission walk: for each job, its N newest existing submissions, in one statement for all jobs. */
+describe('LatestSubmissionsRepository: the latest-submission walk', () => {
+  let ds: DataSource;
+  let repo: LatestSubmissionsRepository;
+  /** Jobs by their histories: 0,1,2,5,6,9 (gaps) · 0 only · 4,7 (history starting above 0) · 300 of 0..399. */
+  let gappy: string;
+  let single: string;
+  let late: string;
+  let deep: string;
+  let written: WrittenSubmission[];
+  const DEEP_GAP = { mod: 4, rem: 1 };
+  const history: Record<string, number[]> = {};
+
+  beforeAll(async () => {
+    ds = await openDataSource();
+    repo = new LatestSubmissionsRepository(ds);
+    const { runId } = await seedRun(ds);
+    [gappy, single, late, deep] = (await Promise.all([0, 1, 2, 3].map((n) => seedJob(ds, runId, 0, n)))).map(
+      (j) => j.jobId,
+    );
+    const db = { dataSource: ds };
+    written = await giveHistory(db, gappy, [0, 1, 2, 5, 6, 9]);
+    await giveHistory(db, late, [4, 7]);
+    await seriesHistory(db, [deep], 399, DEEP_GAP);
+    Object.assign(history, {
+      [gappy]: [0, 1, 2, 5, 6, 9],
+      [single]: [0],
+      [late]: [4, 7],
+      [deep]: seriesNums(399, DEEP_GAP),
+    });
+    expect(history[deep]).toHaveLength(300);
+  });
+  afterAll(() => ds.destroy());
+
+  const numsOf = (views: SubmissionView[] | undefined) => (views ?? []).map((v) => v.submission_num);
+  const idsAndNums = (views: SubmissionView[] | undefined) =>
+    (views ?? []).map((v) => ({ id: v.id, num: v.submission_num }));
+
+  it.each([1, 2, 3, 6, 7, 100])(
+    'n=%i: each job gets its n newest existing submissions (rows, not numbers), ascending',
+    async (n) => {
+      const ids = [gappy, single, late, deep];
+      const got = await repo.latestPerJob(ids, n);
+      expect([...got.keys()]).toEqual(ids);
+      for (const id of ids) {
+        expect({ id, nums: numsOf(got.get(id)) }).toEqual({ id, nums: history[id].slice(-n) });
+        expect(idsAndNums(got.get(id))).toEqual(await newestInDb({ dataSource: ds }, id, n));
+      }
+    },
+  );
+
+  it('n = null: every submission of each job, ascending', async () => {
+    const got = await repo.latestPerJob([deep, gappy], null);
+    expect(numsOf(got.get(deep))).toEqual(history[deep]);
+    expect(numsOf(got.get(gappy))).toEqual(history[gappy]);
+  });
+
+  it('n = 0 and no jobs: empty answers, and no statement sent', async () => {
+    let zero: Map<string, SubmissionView[]> | undefined;
+    let none: Map<string, SubmissionView[]> | undefined;
+    const m = await measure({ dataSource: ds }, async () => {
+      zero = await repo.latestPerJob([gappy, deep], 0);
+      none = await repo.latestPerJob([], 5);
+    });
+    expect(zero).toEqual(
+      new Map([
+        [gappy, []],
+        [deep, []],
+      ]),
+    );
+    expect(none).toEqual(new Map());
+    expect(m.client).toBe(0);
+  });
+
+  it('a job id with no rows maps to an empty list', async () => {
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    const got = await repo.latestPerJob([unknown, single], 3);
+    expect(numsOf(got.get(unknown))).toEqual([]);
+    expect(numsOf(got.get(single))).toEqual([0]);
+  });
+
+  it('rows come back as the API shows them: ISO times in UTC with milliseconds, documents as stored', async () => {
+    const got = (await repo.latestPerJob([gappy], 6)).get(gappy)!;
+    // The documents are raw JSON text (spliced into responses unparsed): serialised, they read as stored.
+    expect(JSON.parse(JSON.stringify(got))).toEqual(
+      written.map((w) => ({ ...expectedSubmission(gappy, w), cost_usd: 0 })),
+    );
+  });
+
+  it("walks down from the job's latest_submission_num (its facts), never reading a higher number", async () => {
+    await inRolledBackTransaction(ds, async (m) => {
+      // A submission numbered above the facts' pointer (as if written but not yet pointed at) is not the job's.
+      await m.query(
+        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, cpu, memory_mib)
+         SELECT gen_random_uuid(), id, run_id, job_group_id, 12, 'submitted', 1, 1024 FROM jobs WHERE id = $1`,
+        [gappy],
+      );
+      expect(numsOf((await repo.latestPerJob([gappy], 2, m)).get(gappy))).toEqual([6, 9]);
+      expect(numsOf((await repo.latestPerJob([gappy], null, m)).get(gappy))).toEqual([0, 1, 2, 5, 6, 9, 12]);
+    });
+  });
+
+  it('in a transaction: one statement; outside one: FETCH_PARTS statements; the same rows', async () => {
+    const ids = [gappy, single, late, deep];
+    const statementsOf = (sql: string[]) => sql.filter((s) => /job_submissions/.test(s)).length;
+    let outside: Map<string, SubmissionView[]> | undefined;
+    const pooled = await measure({ dataSource: ds }, async () => {
+      outside = await repo.latestPerJob(ids, 4);
+    });
+    expect(statementsOf(pooled.sql)).toBe(FETCH_PARTS);
+    await inRolledBackTransaction(ds, async (m) => {
+      let inside: Map<string, SubmissionView[]> | undefined;
+      const one = await measure({ dataSource: ds }, async () => {
+        inside = await repo.latestPerJob(ids, 4, m);
+      });
+      expect(statementsOf(one.sql)).toBe(1);
+      expect(JSON.stringify([...inside!])).toBe(JSON.stringify([...outside!]));
+    });
+  });
+
+  it('visits N index entries per job whatever history holds: 300 submissions cost what 6 do', async () => {
+    for (const n of [1, 2, 4, 6]) {
+      const visited = async (jobId: string) =>
+        (
+          await submissionRowsVisited(
+            { dataSource: ds },
+            await measure({ dataSource: ds }, () => repo.latestPerJob([jobId], n)),
+          )
+        ).visited;
+      const shallow = await visited(gappy);
+      const deeper = await visited(deep);
+      expect({ n, deeper }).toEqual({ n, deeper: shallow });
+      // Each step: the max() probe that finds the next number, then the fetch of that row.
+      expect(shallow).toBeLessThanOrEqual(2 * n + 1);
+    }
+  });
+
+  it("newestOf: each job's submission at the number its facts name; no row there, no entry", async () => {
+    const got = await repo.newestOf([
+      { id: gappy, latestSubmissionNum: 9 },
+      { id: late, latestSubmissionNum: 7 },
+      { id: deep, latestSubmissionNum: 5 }, // folded away (5 % 4 = 1): no such row
+      { id: single, latestSubmissionNum: 0 },
+    ]);
+    expect(Object.fromEntries([...got].map(([id, v]) => [id, v.submission_num]))).toEqual({
+      [gappy]: 9,
+      [late]: 7,
+      [single]: 0,
+    });
+    expect(JSON.parse(JSON.stringify(got.get(gappy)))).toEqual({
+      ...expectedSubmission(gappy, written[written.length - 1]),
+      cost_usd: 0,
+    });
+    expect(await repo.newestOf([])).toEqual(new Map());
+  });
+});

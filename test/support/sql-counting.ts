@@ -1,0 +1,127 @@
+import { DataSource, EntityManager } from 'typeorm';
+import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
+import type { TestApp } from './test-app';
+
+export interface Measured {
+  /** Statements sent by pg clients (everything, including transaction control). */
+  client: number;
+  /**
+   * Statements through TypeORM's PostgresQueryRunner.query (query builders, repositories, manager and
+   * DataSource.query).
+   */
+  runner: number;
+  /** Of those, the ones issued through DataSource.query / EntityManager.query. */
+  viaDataSource: number;
+  viaManager: number;
+  /** Rows the database returned over all statements. */
+  rows: number;
+  sql: string[];
+  /** The statements with their parameters, to EXPLAIN them afterwards. */
+  statements: { sql: string; params: unknown[] }[];
+}
+
+export type QueryFn = (this: unknown, ...args: unknown[]) => unknown;
+
+export async function measure(t: Pick<TestApp, 'dataSource'>, fn: () => Promise<unknown>): Promise<Measured> {
+  const pgClientProto = (t.dataSource.driver as unknown as { postgres: { Client: { prototype: { query: QueryFn } } } })
+    .postgres.Client.prototype;
+  const original = pgClientProto.query;
+  const out: Measured = { client: 0, runner: 0, viaDataSource: 0, viaManager: 0, rows: 0, sql: [], statements: [] };
+  const pending: Promise<unknown>[] = [];
+  const clientSpy = jest.spyOn(pgClientProto, 'query').mockImplementation(function (this: unknown, ...args: unknown[]) {
+    const first = args[0] as string | { text?: string; values?: unknown[] } | undefined;
+    const text = typeof first === 'string' ? first : (first?.text ?? '<query object>');
+    const params = Array.isArray(args[1])
+      ? (args[1] as unknown[])
+      : typeof first === 'object' && Array.isArray(first.values)
+        ? first.values
+        : [];
+    out.sql.push(text);
+    out.statements.push({ sql: text, params });
+    const result = original.apply(this, args);
+    if (
+      result &&
+      typeof (result as { on?: unknown }).on === 'function' &&
+      typeof (result as Promise<unknown>).then !== 'function'
+    ) {
+      // A submitted Query whose rows are streamed (forEachRow): count them as they go by.
+      const streamed = result as { on: (event: string, fn: (...a: unknown[]) => void) => void };
+      pending.push(
+        new Promise<void>((resolve) => {
+          streamed.on('row', () => void out.rows++);
+          streamed.on('end', () => resolve());
+          streamed.on('error', () => resolve());
+        }),
+      );
+    } else if (result && typeof (result as Promise<unknown>).then === 'function') {
+      pending.push(
+        (result as Promise<{ rows?: unknown[] } | undefined>).then(
+          (r) => {
+            out.rows += Array.isArray(r?.rows) ? r.rows.length : 0;
+          },
+          () => undefined,
+        ),
+      );
+    }
+    return result;
+  });
+  const runnerSpy = jest.spyOn(PostgresQueryRunner.prototype, 'query');
+  const dataSourceSpy = jest.spyOn(DataSource.prototype, 'query');
+  const managerSpy = jest.spyOn(EntityManager.prototype, 'query');
+  try {
+    await fn();
+    await Promise.all(pending);
+    out.client = clientSpy.mock.calls.length;
+    out.runner = runnerSpy.mock.calls.length;
+    out.viaDataSource = dataSourceSpy.mock.calls.length;
+    out.viaManager = managerSpy.mock.calls.length;
+  } finally {
+    clientSpy.mockRestore();
+    runnerSpy.mockRestore();
+    dataSourceSpy.mockRestore();
+    managerSpy.mockRestore();
+  }
+  return out;
+}
+
+export interface PlanNode {
+  'Relation Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
+  Plans?: PlanNode[];
+}
+
+/**
+ * Rows of job_submissions the database actually visited (returned by scans plus those scanned and thrown away by
+ * filters) over every statement of a measured request, from EXPLAIN ANALYZE of the very statements it sent.
+ */
+export async function submissionRowsVisited(
+  t: Pick<TestApp, 'dataSource'>,
+  m: Measured,
+): Promise<{ visited: number; statements: number }> {
+  let visited = 0;
+  let statements = 0;
+  const walkPlan = (node: PlanNode) => {
+    if (node['Relation Name'] === 'job_submissions') {
+      const loops = node['Actual Loops'] ?? 1;
+      visited +=
+        ((node['Actual Rows'] ?? 0) +
+          (node['Rows Removed by Filter'] ?? 0) +
+          (node['Rows Removed by Index Recheck'] ?? 0)) *
+        loops;
+    }
+    for (const child of node.Plans ?? []) walkPlan(child);
+  };
+  for (const st of m.statements) {
+    if (!/job_submissions/i.test(st.sql)) continue;
+    statements++;
+    const [row] = await t.dataSource.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`, st.params);
+    const plan = (typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN']) as {
+      Plan: PlanNode;
+    }[];
+    walkPlan(plan[0].Plan);
+  }
+  return { visited, statements };
+}
