@@ -3,6 +3,6 @@
  * bug, thrown as an Error naming what was missing rather than a TypeError further on. Replaces `value!`.
  */
 export function required<T>(value: T | null | undefined, what: string): T {
-  if (value === null || value === undefined) throw new Error(`${what} is missing`);
+  if (value === null || value === undefined) throw new Error(`${what}: missing`);
   return value;
 }
