@@ -7,6 +7,7 @@ import { BackgroundLoopsService } from '../../infra/loops/background-loops.servi
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { BillingReportRow, CostReport, NewRateDto, ReportDimension, ResourceView } from './dto/billing.dto';
 import { BillingRepository, CostRow, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
+import { required } from '../../common/required';
 
 export type { NewAttempt };
 
@@ -95,7 +96,7 @@ export class BillingService implements OnModuleInit {
   }
 
   async runCost(runId: string): Promise<CostReport> {
-    return (await this.runCosts([runId])).get(runId)!;
+    return required((await this.runCosts([runId])).get(runId), `the cost of run ${runId}`);
   }
 
   /** Costs of many runs in one statement, exact now. */
@@ -145,7 +146,8 @@ export class BillingService implements OnModuleInit {
     if (rows.length > MAX_REPORT_ROWS) {
       throw validationFailed(
         'to',
-        `the report would have more than ${MAX_REPORT_ROWS} rows; narrow from/to or group by fewer of user, day, resource`,
+        `the report would have more than ${MAX_REPORT_ROWS} rows; ` +
+          'narrow from/to or group by fewer of user, day, resource',
       );
     }
     return rows.map((r) => ({
