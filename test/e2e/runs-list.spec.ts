@@ -3,6 +3,7 @@ import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner
 import { createTestApp, TestApp, TestUser, uniqueName } from '../support/test-app';
 import { jobSpec, makeProject, makeRun, RunBody, setMembers } from '../support/factories';
 import { FETCH_PARTS } from '../../src/modules/jobs/latest-submissions.repository';
+import { required } from '../../src/common/required';
 
 /*
  * The runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs.
@@ -99,12 +100,15 @@ async function giveHistory(t: TestApp, jobId: string, subs: SubmissionInput[]): 
   return t.dataSource.transaction(async (m) => {
     await m.query('DELETE FROM job_submissions WHERE job_id = $1', [jobId]);
     const inserted: { id: string; submission_num: number }[] = await m.query(
-      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason, priority,
-                                    cpu, memory_mib, gpu, submitted_at, finished_at, provisioning_data, runtime_data)
+      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason,
+                                    priority, cpu, memory_mib, gpu, submitted_at, finished_at, provisioning_data,
+                                    runtime_data)
        SELECT gen_random_uuid(), j.id, j.run_id, j.job_group_id, v.num, v.status, v.reason, 0,
-              (j.spec->'resources'->>'cpu')::numeric, (j.spec->'resources'->>'memory_mib')::int, coalesce((j.spec->'resources'->>'gpu')::int, 0),
+              (j.spec->'resources'->>'cpu')::numeric, (j.spec->'resources'->>'memory_mib')::int,
+              coalesce((j.spec->'resources'->>'gpu')::int, 0),
               $2::timestamptz + v.num * interval '1 second',
-              CASE WHEN v.status IN ('done', 'failed', 'terminated', 'aborted') THEN $2::timestamptz + v.num * interval '1 second' + interval '500 milliseconds' END,
+              CASE WHEN v.status IN ('done', 'failed', 'terminated', 'aborted')
+                THEN $2::timestamptz + v.num * interval '1 second' + interval '500 milliseconds' END,
               jsonb_build_object('attempt', v.num), jsonb_build_object('job', j.id::text, 'num', v.num)
          FROM jobs j, unnest($3::int[], $4::text[], $5::text[]) AS v(num, status, reason)
         WHERE j.id = $1
@@ -120,7 +124,7 @@ async function giveHistory(t: TestApp, jobId: string, subs: SubmissionInput[]): 
     if (inserted.length !== rows.length) throw new Error(`job ${jobId} not found`);
     await pointFactsAtNewest(m, [jobId]);
     const idOf = new Map(inserted.map((r) => [r.submission_num, r.id]));
-    return rows.map((r) => ({ ...r, id: idOf.get(r.num)! }));
+    return rows.map((r) => ({ ...r, id: required(idOf.get(r.num), `submission ${r.num}`) }));
   });
 }
 
@@ -128,7 +132,8 @@ async function giveHistory(t: TestApp, jobId: string, subs: SubmissionInput[]): 
 async function pointFactsAtNewest(m: EntityManager, jobIds: string[]): Promise<void> {
   await m.query(
     `UPDATE jobs j
-        SET latest_submission_id = s.id, latest_submission_num = s.submission_num, submission_count = s.submission_num + 1,
+        SET latest_submission_id = s.id, latest_submission_num = s.submission_num,
+            submission_count = s.submission_num + 1,
             status = s.status, termination_reason = s.termination_reason
        FROM (SELECT DISTINCT ON (job_id) job_id, id, submission_num, status, termination_reason
                FROM job_submissions WHERE job_id = ANY($1::uuid[]) ORDER BY job_id, submission_num DESC) s
@@ -157,18 +162,21 @@ async function seriesHistory(
   if (gap && to % gap.mod === gap.rem) throw new Error('the newest submission must exist');
   await t.dataSource.transaction(async (m) => {
     await m.query(
-      `UPDATE job_submissions SET status = 'failed', termination_reason = 'interrupted_by_no_capacity' WHERE job_id = ANY($1::uuid[]) AND submission_num = 0`,
+      `UPDATE job_submissions SET status = 'failed', termination_reason = 'interrupted_by_no_capacity'
+         WHERE job_id = ANY($1::uuid[]) AND submission_num = 0`,
       [jobIds],
     );
     await m.query(
-      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason, priority,
-                                    cpu, memory_mib, gpu, submitted_at, finished_at, provisioning_data, runtime_data)
+      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason,
+                                    priority, cpu, memory_mib, gpu, submitted_at, finished_at, provisioning_data,
+                                    runtime_data)
        SELECT gen_random_uuid(), j.id, j.run_id, j.job_group_id, g,
               CASE WHEN g = $2 THEN 'running' ELSE 'failed' END,
               CASE WHEN g = $2 THEN NULL ELSE 'interrupted_by_no_capacity' END,
               0, 1, 1024, 0,
               $5::timestamptz + g * interval '1 second',
-              CASE WHEN g = $2 THEN NULL ELSE $5::timestamptz + g * interval '1 second' + interval '500 milliseconds' END,
+              CASE WHEN g = $2 THEN NULL
+                   ELSE $5::timestamptz + g * interval '1 second' + interval '500 milliseconds' END,
               jsonb_build_object('attempt', g), jsonb_build_object('job', j.id::text, 'num', g)
          FROM jobs j CROSS JOIN generate_series(1, $2::int) AS g
         WHERE j.id = ANY($1::uuid[]) AND ($3::int IS NULL OR g % $3::int <> $4::int)`,
@@ -181,7 +189,8 @@ async function seriesHistory(
 /** Ground truth straight from the table: the newest `n` submissions of a job, ascending. */
 async function newestInDb(t: TestApp, jobId: string, n: number): Promise<{ id: string; num: number }[]> {
   const rows: { id: string; submission_num: number }[] = await t.dataSource.query(
-    `SELECT id, submission_num FROM (SELECT id, submission_num FROM job_submissions WHERE job_id = $1 ORDER BY submission_num DESC LIMIT $2) x ORDER BY submission_num`,
+    `SELECT id, submission_num FROM (SELECT id, submission_num FROM job_submissions WHERE job_id = $1
+                                     ORDER BY submission_num DESC LIMIT $2) x ORDER BY submission_num`,
     [jobId, n],
   );
   return rows.map((r) => ({ id: r.id, num: r.submission_num }));
@@ -305,7 +314,9 @@ async function stopRun(t: TestApp, user: TestUser, project: string, runId: strin
 interface Measured {
   /** Statements sent by pg clients (everything, including transaction control). */
   client: number;
-  /** Statements through TypeORM's PostgresQueryRunner.query (query builders, repositories, manager/DataSource.query). */
+  /**
+   * Statements through TypeORM's PostgresQueryRunner.query (query builders, repositories, manager/DataSource.query).
+   */
   runner: number;
   /** Of those, the ones issued through DataSource.query / EntityManager.query. */
   viaDataSource: number;
@@ -443,7 +454,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }, { spec: jobSpec() }] });
       runId = run.id;
       untouchedJobId = run.jobs[1].id;
-      untouchedSubId = run.jobs[1].latest_job_submission!.id;
+      untouchedSubId = required(run.jobs[1].latest_job_submission, 'the latest submission').id;
       gappy = {
         jobId: run.jobs[0].id,
         written: await giveHistory(t, run.jobs[0].id, [
@@ -482,12 +493,15 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         expect(nums(job)).toEqual(expected);
         const byNum = new Map(gappy.written.map((s) => [s.num, s]));
         expect(job.job_submissions.map((s) => ({ ...s, cost_usd: undefined }))).toEqual(
-          expected.map((num) => ({ ...expectedSubmission(gappy.jobId, byNum.get(num)!), cost_usd: undefined })),
+          expected.map((num) => ({
+            ...expectedSubmission(gappy.jobId, required(byNum.get(num), `submission ${num}`)),
+            cost_usd: undefined,
+          })),
         );
         for (const s of job.job_submissions) expect(typeof s.cost_usd).toBe('number');
         // latest_job_submission is the newest submission, in full
         expect(job.latest_job_submission).toEqual(job.job_submissions[job.job_submissions.length - 1]);
-        expect(job.latest_job_submission!.submission_num).toBe(9);
+        expect(job.latest_job_submission?.submission_num).toBe(9);
         expect(job).toMatchObject({
           job_num: 0,
           replica_num: 0,
@@ -525,7 +539,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         const job = page.items[0].jobs[0];
         expect(nums(job)).toEqual(history.slice(-10));
         expect(nums(job)).toEqual([8, 9, 11, 12, 13, 14, 17, 18, 19, 20]);
-        expect(job.latest_job_submission!.submission_num).toBe(20);
+        expect(job.latest_job_submission?.submission_num).toBe(20);
         expect(job.submission_count).toBe(21);
         const explicit = await list(t, owner, projectRuns(project), { limit: 1, job_submissions_limit: 10 });
         expect(explicit.items[0].jobs[0].job_submissions).toEqual(job.job_submissions);
@@ -543,7 +557,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       }
     });
 
-    it('N=0 returns every job with no job_submissions but latest_job_submission still set; the run still has its status', async () => {
+    it('N=0: every job with latest_job_submission but no job_submissions; the run still has its status', async () => {
       await setRunStatus(t, runId, 'running', 'retrying');
       try {
         for (const url of [projectRuns(project), ALL_RUNS]) {
@@ -648,7 +662,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
             expect(j.latest_job_submission?.submission_num).toBe(h[h.length - 1]);
             expect(j.latest_job_submission).toEqual(j.job_submissions[j.job_submissions.length - 1]);
             expect(j.submission_count).toBe(h[h.length - 1] + 1);
-            const own = written.get(j.id)!;
+            const own = required(written.get(j.id), `the history written for job ${j.id}`);
             if (own.length > 0) {
               const ownIds = new Set(own.map((s) => s.id));
               for (const s of j.job_submissions) expect(ownIds.has(s.id)).toBe(true);
@@ -822,7 +836,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       const last = await list(t, owner, projectRuns(project), {
         limit: 8,
         include_jobs: false,
-        cursor: eight.next_cursor!,
+        cursor: required(eight.next_cursor, 'next_cursor'),
       });
       expect(last.items.map((r) => r.id)).toEqual([sortKeys(keys, false)[8]]);
       expect(last.next_cursor).toBeNull();
@@ -833,18 +847,18 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       const a = await list(t, owner, projectRuns(project), {
         limit: 2,
         include_jobs: false,
-        cursor: first.next_cursor!,
+        cursor: required(first.next_cursor, 'next_cursor'),
       });
       const b = await list(t, owner, projectRuns(project), {
         limit: 2,
         include_jobs: false,
-        cursor: first.next_cursor!,
+        cursor: required(first.next_cursor, 'next_cursor'),
       });
       expect(b).toEqual(a);
       expect(a.items.map((r) => r.id)).toEqual(sortKeys(keys, false).slice(2, 4));
     });
 
-    it('runs inserted between page fetches never cause skips or repeats (descending: unseen; ascending: appended)', async () => {
+    it('runs inserted between page fetches: no skip or repeat (descending: unseen; ascending: appended)', async () => {
       const user = await t.user();
       const p = (await makeProject(t, user)).name;
       const existing = await makeRuns(t, user, p, 7);
@@ -949,7 +963,10 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       const first = await list(t, user, projectRuns(p), { include_jobs: false });
       expect(first.items.map((r) => r.id)).toEqual(order.slice(0, 20));
       expect(first.next_cursor).not.toBeNull();
-      const second = await list(t, user, projectRuns(p), { include_jobs: false, cursor: first.next_cursor! });
+      const second = await list(t, user, projectRuns(p), {
+        include_jobs: false,
+        cursor: required(first.next_cursor, 'next_cursor'),
+      });
       expect(second.items.map((r) => r.id)).toEqual(order.slice(20));
       expect(second.next_cursor).toBeNull();
     });
@@ -1034,7 +1051,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       }
     });
 
-    it('only_active=true excludes finished runs (terminated, done, failed); only_active=false does not filter', async () => {
+    it('only_active=true excludes finished runs (terminated, done, failed); only_active=false keeps them', async () => {
       expect(await ids({ only_active: true })).toEqual(only('submitted', 'running', 'pending', 'terminating'));
       expect(await ids({ only_active: true }, ALL_RUNS)).toEqual(
         only('submitted', 'running', 'pending', 'terminating'),
@@ -1311,7 +1328,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       }
     });
 
-    it('boundary values are accepted: limit=1, limit=100, job_submissions_limit=0 and 100, booleans true/false', async () => {
+    it('accepts boundary values: limit=1 and 100, job_submissions_limit=0 and 100, booleans true/false', async () => {
       for (const query of [
         { limit: 1 },
         { limit: 100 },
@@ -1392,7 +1409,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
           const measured = await measure(t, async () => {
             page = await list(t, user, url, { limit: 20, ...query, ...q });
           });
-          results.push({ group, label, measured, page: page! });
+          results.push({ group, label, measured, page: required(page, 'the page') });
         }
         const [small, big] = results;
         for (const r of results)
@@ -1428,7 +1445,10 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
         expect(small.measured.runner).toBeGreaterThanOrEqual(small.measured.viaDataSource);
         for (const c of counts) {
           expect(c.client).toBeGreaterThan(3);
-          const first = counts.find((x) => x.group === c.group)!;
+          const first = required(
+            counts.find((x) => x.group === c.group),
+            `the first count of ${c.group}`,
+          );
           expect(c).toEqual({ ...first, label: c.label });
         }
         // no window function over submissions anywhere
@@ -1437,7 +1457,7 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       },
     );
 
-    it('rows read from the database do not depend on how much history is stored (12 vs 300 submissions per job)', async () => {
+    it('rows read from the database do not depend on the history stored (12 vs 300 submissions per job)', async () => {
       for (const n of [1, 5, 10, 100]) {
         const shallow = await measure(t, () => list(t, owner2, projectRuns(p2), { job_submissions_limit: n }));
         const deep = await measure(t, () => list(t, ownerDeep, projectRuns(pDeep), { job_submissions_limit: n }));
@@ -1453,7 +1473,8 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       }
     });
 
-    it('rows of job_submissions the database visits grow with jobs × N, not with the history stored (EXPLAIN ANALYZE, production-like statistics)', async () => {
+    // Under production-like statistics.
+    it('job_submissions rows visited grow with jobs × N, not with the history stored (EXPLAIN ANALYZE)', async () => {
       // Production-like data: most jobs have a single submission, a few have piled-up retries; statistics fresh.
       const other = await t.user();
       const otherProject = (await makeProject(t, other)).name;
@@ -1483,14 +1504,15 @@ describe('runs list: GET /api/v1/runs and GET /api/v1/projects/{project}/runs', 
       }
       for (const [i, v] of visits.entries()) {
         expect(v.shallow).toBeGreaterThanOrEqual(expected[i].shallow);
-        expect(v.shallow).toBeLessThanOrEqual(2 * expected[i].shallow + 10); // + one probe per job that finds the start of history
+        // + one probe per job that finds the start of history
+        expect(v.shallow).toBeLessThanOrEqual(2 * expected[i].shallow + 10);
         expect(v.deep).toBeGreaterThanOrEqual(expected[i].deep);
         expect(v.deep).toBeLessThanOrEqual(2 * expected[i].deep + 10);
         if (v.n <= 12) expect(v.deep).toBe(v.shallow); // history beyond N costs nothing
       }
     });
 
-    it("the counting sees the list's own statements: runs and job_submissions reads, every one sent to the database", async () => {
+    it("the counting sees the list's own statements: runs and job_submissions reads, all that was sent", async () => {
       const m = await measure(t, () => list(t, owner2, projectRuns(p2), { job_submissions_limit: 5 }));
       // sanity: what we count is what the database saw; the statements include the list's own queries
       expect(m.sql.some((s) => /FROM "?runs"?/i.test(s))).toBe(true);

@@ -1,5 +1,6 @@
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeProject, makeRun, setMembers } from '../support/factories';
+import { required } from '../../src/common/required';
 
 describe('runs: submit, get, stop, delete, history', () => {
   let t: TestApp;
@@ -87,7 +88,8 @@ describe('runs: submit, get, stop, delete, history', () => {
 
   it('refuses bad submissions with 400 naming the field and writes nothing', async () => {
     const before = await t.dataSource.query(
-      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM job_groups)::int AS groups',
+      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, ' +
+        '(SELECT count(*) FROM job_groups)::int AS groups',
     );
     const cases: [unknown, string][] = [
       [{}, 'jobs'],
@@ -151,7 +153,8 @@ describe('runs: submit, get, stop, delete, history', () => {
       .expect(400);
     expect(deep.body.code).toBe('MAX_DEPTH_EXCEEDED');
     const after = await t.dataSource.query(
-      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM job_groups)::int AS groups',
+      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, ' +
+        '(SELECT count(*) FROM job_groups)::int AS groups',
     );
     expect(after).toEqual(before);
   });
@@ -215,7 +218,12 @@ describe('runs: submit, get, stop, delete, history', () => {
     const job = run.jobs[0];
     const page = await t.http.get(`${base()}/${run.id}/jobs/${job.id}/submissions`).set(owner.auth).expect(200);
     expect(page.body).toEqual({
-      items: [expect.objectContaining({ id: job.latest_job_submission!.id, submission_num: 0 })],
+      items: [
+        expect.objectContaining({
+          id: required(job.latest_job_submission, 'the latest submission').id,
+          submission_num: 0,
+        }),
+      ],
       next_cursor: null,
     });
     await t.http
