@@ -9,6 +9,7 @@ import {
   fmtRatio,
   log,
   measureSideBySide,
+  mismatchText,
   printTable,
   QUICK,
   TargetResult,
@@ -57,7 +58,9 @@ async function expectOk(what: string, p: Promise<{ status: number; body: unknown
   if (r.status !== 200) throw new Error(`${what}: ${r.status} ${JSON.stringify(r.body)}`);
 }
 
-/** A run (one job at the root) with a chain of DEPTH groups; `total` jobs in `requests` requests spread over the chain. */
+/**
+ * A run (one job at the root) with a chain of DEPTH groups; `total` jobs in `requests` requests spread over the chain.
+ */
 async function runWithChain(
   env: BenchEnv,
   project: string,
@@ -123,7 +126,8 @@ const CURRENT = `SELECT DISTINCT ON (name) id, name FROM resources ORDER BY name
  * them after `running` + one accrual that closed the attempt: the attempt (chain = self and ancestors by level), the
  * quantities pinned at the current rates (each spec key × its requestable_resources factor; zeros omitted), and usage
  * (quantity × seconds, numeric) added to the job, every group of the chain, the run and project × user × UTC day,
- * split at UTC midnight, spread over the app's TOKENS shards. Spans are 1..50 min, started up to 2 days ago (some cross midnight).
+ * split at UTC midnight, spread over the app's TOKENS shards. Spans are 1..50 min, started up to 2 days ago (some cross
+ * midnight).
  */
 async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
   const c = await env.pool.connect();
@@ -138,7 +142,8 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
                   (SELECT array_agg(x.ancestor_id ORDER BY x.level) FROM job_group_self_and_ancestors x
                     WHERE x.run_id = js.run_id AND x.job_group_id = js.job_group_id) AS job_group_ids,
                   (row_number() OVER (ORDER BY js.id) % ${TOKENS})::smallint AS token,
-                  now() - make_interval(secs => 3600 + (row_number() OVER (ORDER BY js.id) * 104729) % 172800) AS started_at,
+                  now() - make_interval(secs => 3600 + (row_number() OVER (ORDER BY js.id) * 104729) % 172800)
+                    AS started_at,
                   row_number() OVER (ORDER BY js.id) AS rn
              FROM job_submissions js JOIN runs r ON r.id = js.run_id JOIN jobs j ON j.id = js.job_id
             WHERE js.run_id = $1 AND NOT EXISTS (SELECT 1 FROM billing_attempts a WHERE a.submission_id = js.id)
@@ -146,8 +151,10 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
       [runId],
     );
     await c.query(
-      `INSERT INTO billing_attempts (submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to, closed_at)
-       SELECT submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to, rolled_up_to FROM bench_att`,
+      `INSERT INTO billing_attempts (submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at,
+                                     rolled_up_to, closed_at)
+       SELECT submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to, rolled_up_to
+         FROM bench_att`,
     );
     await c.query(
       `INSERT INTO submission_resources (submission_id, resource_id, quantity)
@@ -163,12 +170,15 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
     // Pieces: the pinned (stored, rounded) quantity × the seconds of each UTC day, as BillingRepository.accrue.
     await c.query(
       `CREATE TEMP TABLE bench_pieces ON COMMIT DROP AS
-       SELECT b.submission_id, b.run_id, b.job_id, b.project_id, b.user_id, b.job_group_ids, b.token, t.day::date AS day, sr.resource_id,
+       SELECT b.submission_id, b.run_id, b.job_id, b.project_id, b.user_id, b.job_group_ids, b.token,
+              t.day::date AS day, sr.resource_id,
               sr.quantity * EXTRACT(EPOCH FROM (t.e - t.s)) AS usage
          FROM bench_att b
         CROSS JOIN LATERAL (
-          SELECT d.day, GREATEST(b.started_at, d.day AT TIME ZONE 'UTC') AS s, LEAST(b.rolled_up_to, (d.day + interval '1 day') AT TIME ZONE 'UTC') AS e
-            FROM generate_series(date_trunc('day', b.started_at AT TIME ZONE 'UTC'), date_trunc('day', b.rolled_up_to AT TIME ZONE 'UTC'), interval '1 day') d(day)
+          SELECT d.day, GREATEST(b.started_at, d.day AT TIME ZONE 'UTC') AS s,
+                 LEAST(b.rolled_up_to, (d.day + interval '1 day') AT TIME ZONE 'UTC') AS e
+            FROM generate_series(date_trunc('day', b.started_at AT TIME ZONE 'UTC'),
+                                 date_trunc('day', b.rolled_up_to AT TIME ZONE 'UTC'), interval '1 day') d(day)
         ) t
          JOIN submission_resources sr ON sr.submission_id = b.submission_id
         WHERE t.e > t.s`,
@@ -180,7 +190,8 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
     );
     await c.query(
       `INSERT INTO billing_group_usage AS x (run_id, job_group_id, resource_id, token, usage)
-       SELECT p.run_id, g.id, p.resource_id, p.token, SUM(p.usage) FROM bench_pieces p CROSS JOIN LATERAL unnest(p.job_group_ids) g(id)
+       SELECT p.run_id, g.id, p.resource_id, p.token, SUM(p.usage)
+         FROM bench_pieces p CROSS JOIN LATERAL unnest(p.job_group_ids) g(id)
         GROUP BY p.run_id, g.id, p.resource_id, p.token
        ON CONFLICT (run_id, job_group_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
     );
@@ -191,7 +202,8 @@ async function bulkBill(env: BenchEnv, runId: string): Promise<number> {
     );
     await c.query(
       `INSERT INTO billing_daily_usage AS x (project_id, user_id, day, resource_id, token, usage)
-       SELECT project_id, user_id, day, resource_id, token, SUM(usage) FROM bench_pieces GROUP BY project_id, user_id, day, resource_id, token
+       SELECT project_id, user_id, day, resource_id, token, SUM(usage) FROM bench_pieces
+         GROUP BY project_id, user_id, day, resource_id, token
        ON CONFLICT (project_id, user_id, day, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage`,
     );
     await c.query('COMMIT');
@@ -235,7 +247,8 @@ async function throughput(env: BenchEnv, project: string, token: string): Promis
   const held = await claimAndStartAll(workers);
   const claimed = held.reduce((n, h) => n + h.length, 0);
   log(
-    `   (b) ${fmtInt(total)} jobs in one run over a depth-${DEPTH} chain, ${fmtInt(claimed)} claimed and running on ${WORKERS} workers`,
+    `   (b) ${fmtInt(total)} jobs in one run over a depth-${DEPTH} chain, ${fmtInt(claimed)} claimed and running ` +
+      `on ${WORKERS} workers`,
   );
 
   // Heartbeats (each accrues into job, 1-6 group rows, run and day rows), timed separately, informational.
@@ -249,7 +262,8 @@ async function throughput(env: BenchEnv, project: string, token: string): Promis
   const cost = await env.http<CostReport>('GET', `${runsPath(project)}/${run.body.id}/cost`, undefined, 200);
   const mismatches = await env.invariantMismatches();
   printTable(
-    `billing (b): complete reports over HTTP with billing on, ${WORKERS} concurrent workers, one run, depth-${DEPTH} groups`,
+    `billing (b): complete reports over HTTP with billing on, ${WORKERS} concurrent workers, one run, ` +
+      `depth-${DEPTH} groups`,
     ['phase', 'reports', 'seconds', 'reports/s', 'non-200 answers', 'invariant mismatches'],
     [
       [
@@ -270,9 +284,12 @@ async function throughput(env: BenchEnv, project: string, token: string): Promis
       ],
     ],
     [
-      `answers by status: heartbeat ${JSON.stringify(Object.fromEntries(hbStatuses))}, complete ${JSON.stringify(Object.fromEntries(statuses))}`,
-      `run cost afterwards: total ${cost.body.total_usd} USD, running ${cost.body.running_usd} USD (${cost.body.breakdown.map((b) => `${b.resource} ${b.usage} ${b.unit}`).join(', ')})`,
-      'compare the complete row with the lifecycle suite (same shape, no heartbeat: its complete accrues from start); run both in one invocation.',
+      `answers by status: heartbeat ${JSON.stringify(Object.fromEntries(hbStatuses))}, complete ` +
+        `${JSON.stringify(Object.fromEntries(statuses))}`,
+      `run cost afterwards: total ${cost.body.total_usd} USD, running ${cost.body.running_usd} USD ` +
+        `(${cost.body.breakdown.map((b) => `${b.resource} ${b.usage} ${b.unit}`).join(', ')})`,
+      'compare the complete row with the lifecycle suite (same shape, no heartbeat: its complete accrues from ' +
+        'start); run both in one invocation.',
       ...(mismatches.length ? [`MISMATCHES, first: ${mismatches.slice(0, 3).join('; ')}`] : []),
     ],
   );
@@ -300,8 +317,10 @@ async function throughput(env: BenchEnv, project: string, token: string): Promis
 /** Expected closed cost (USD) of a group's subtree or a run, recomputed from attempts × pinned quantities × rates. */
 async function expectedClosedUsd(env: BenchEnv, runId: string, group: number | null): Promise<number> {
   const { rows } = await env.pool.query<{ usd: string | null }>(
-    `SELECT (SUM(sr.quantity * EXTRACT(EPOCH FROM (a.rolled_up_to - a.started_at)) * r.rate_usd_per_unit_hour) / 3600)::text AS usd
-       FROM billing_attempts a JOIN submission_resources sr ON sr.submission_id = a.submission_id JOIN resources r ON r.id = sr.resource_id
+    `SELECT (SUM(sr.quantity * EXTRACT(EPOCH FROM (a.rolled_up_to - a.started_at)) * r.rate_usd_per_unit_hour)
+             / 3600)::text AS usd
+       FROM billing_attempts a JOIN submission_resources sr ON sr.submission_id = a.submission_id
+         JOIN resources r ON r.id = sr.resource_id
       WHERE a.run_id = $1 AND ($2::int IS NULL OR $2 = ANY(a.job_group_ids))`,
     [runId, group],
   );
@@ -312,7 +331,8 @@ export async function runBilling(env: BenchEnv): Promise<TargetResult[]> {
   const t0 = performance.now();
   const results: TargetResult[] = [];
   log(
-    `\n## billing: completion throughput with billing on (${WORKERS} workers, depth ${DEPTH}); cost reads of a group and run holding ${fmtInt(BIG_JOBS)} submissions vs ${SMALL_JOBS}`,
+    `\n## billing: completion throughput with billing on (${WORKERS} workers, depth ${DEPTH}); cost reads of a ` +
+      `group and run holding ${fmtInt(BIG_JOBS)} submissions vs ${SMALL_JOBS}`,
   );
   const project = await env.createProject(`bench-billing-${process.pid}`);
   const service = await env.app.get(UsersService).createUser(`bench-billing-worker-${process.pid}`, 'service');
@@ -332,16 +352,20 @@ export async function runBilling(env: BenchEnv): Promise<TargetResult[]> {
   const big = await runWithChain(env, project, BIG_JOBS, BIG_REQUESTS);
   const addP50 = [...big.addMs].sort((a, b) => a - b)[big.addMs.length >> 1];
   log(
-    `   (a) big run: ${fmtInt(BIG_JOBS + 1)} jobs (${fmtInt(BIG_JOBS)} under group ${big.chain[0]}) in ${((performance.now() - tBuild) / 1000).toFixed(1)} s; POST .../jobs with ${fmtInt(BIG_JOBS / BIG_REQUESTS)} jobs p50 ${fmtMs(addP50)} ms`,
+    `   (a) big run: ${fmtInt(BIG_JOBS + 1)} jobs (${fmtInt(BIG_JOBS)} under group ${big.chain[0]}) in ` +
+      `${((performance.now() - tBuild) / 1000).toFixed(1)} s; ` +
+      `POST .../jobs with ${fmtInt(BIG_JOBS / BIG_REQUESTS)} jobs p50 ${fmtMs(addP50)} ms`,
   );
   const bigLive = await driveLive(worker, BIG_LIVE, Math.round(BIG_LIVE * LIVE_LEFT_RUNNING));
   const tSql = performance.now();
   const bulk = await bulkBill(env, big.runId);
   log(
-    `   (a) ${bigLive.claimed} big-run submissions through the worker API (${bigLive.open} left running), ${fmtInt(bulk)} closed attempts written by SQL in ${((performance.now() - tSql) / 1000).toFixed(1)} s`,
+    `   (a) ${bigLive.claimed} big-run submissions through the worker API (${bigLive.open} left running), ` +
+      `${fmtInt(bulk)} closed attempts written by SQL in ${((performance.now() - tSql) / 1000).toFixed(1)} s`,
   );
   await env.pool.query(
-    'VACUUM (ANALYZE) billing_attempts, submission_resources, billing_job_usage, billing_group_usage, billing_run_usage, billing_daily_usage',
+    'VACUUM (ANALYZE) billing_attempts, submission_resources, billing_job_usage, billing_group_usage, ' +
+      'billing_run_usage, billing_daily_usage',
   );
 
   const counts = await env.pool.query<{ attempts: number; open: number; group_rows: number; run_rows: number }>(
@@ -373,7 +397,8 @@ export async function runBilling(env: BenchEnv): Promise<TargetResult[]> {
     // Closed attempts' cost is fixed; running ones' closed part moves with each heartbeat, so recompute right after.
     const want = await expectedClosedUsd(env, runId, g);
     const closed = report.total_usd - report.running_usd;
-    // The open attempts' rolled-up part (heartbeat to now) is in `running`, their earlier part in aggregates and in `want`.
+    // The open attempts' rolled-up part (heartbeat to now) is in `running`, their earlier part in aggregates and in
+    // `want`.
     if (Math.abs(closed - want) > 1e-6 * Math.max(1, want))
       throw new Error(`${label}: cost ${JSON.stringify(report)} has ${closed} USD accrued, attempts say ${want}`);
     costNotes.push(
@@ -431,12 +456,17 @@ export async function runBilling(env: BenchEnv): Promise<TargetResult[]> {
       ],
     ],
     [
-      `ratio big/small p50: group ${fmtRatio(groupRatio)}, run ${fmtRatio(runRatio)} (target ≤ 1.5×): ${verdict(groupRatio <= 1.5)} / ${verdict(runRatio <= 1.5)}`,
-      `small run: all ${smallLive.claimed} submissions via the worker API (running, heartbeat, complete), ${smallLive.open} left running.`,
-      `big run: ${bigLive.claimed} via the worker API (${bigLive.open} left running), ${fmtInt(bulk)} closed attempts + quantities + usage aggregates by SQL (as BillingRepository writes them; their submissions stay queued).`,
-      `big group: ${fmtInt(c.attempts)} attempts in its subtree, ${c.group_rows} billing_group_usage rows (resource × token); big run: ${c.run_rows} billing_run_usage rows, ${c.open} open attempts.`,
+      `ratio big/small p50: group ${fmtRatio(groupRatio)}, run ${fmtRatio(runRatio)} (target ≤ 1.5×): ` +
+        `${verdict(groupRatio <= 1.5)} / ${verdict(runRatio <= 1.5)}`,
+      `small run: all ${smallLive.claimed} submissions via the worker API (running, heartbeat, complete), ` +
+        `${smallLive.open} left running.`,
+      `big run: ${bigLive.claimed} via the worker API (${bigLive.open} left running), ${fmtInt(bulk)} closed ` +
+        'attempts + quantities + usage aggregates by SQL (as BillingRepository writes them; ' +
+        'their submissions stay queued).',
+      `big group: ${fmtInt(c.attempts)} attempts in its subtree, ${c.group_rows} billing_group_usage rows ` +
+        `(resource × token); big run: ${c.run_rows} billing_run_usage rows, ${c.open} open attempts.`,
       ...costNotes,
-      `GET /admin/v1/invariants after the SQL load: ${mismatches.length === 0 ? 'no mismatch' : `${mismatches.length} MISMATCHES, first: ${mismatches.slice(0, 3).join('; ')}`}`,
+      `GET /admin/v1/invariants after the SQL load: ${mismatchText(mismatches)}`,
       `suite total ${((performance.now() - t0) / 1000).toFixed(0)} s`,
     ],
   );

@@ -61,7 +61,8 @@ export async function runBoundedPage(env: BenchEnv): Promise<TargetResult[]> {
       await env.http('POST', `/api/v1/projects/${projects[kind]}/runs`, runBody(sizes[kind]), 201);
   }
   log(
-    `loaded ${RUNS} runs × ${fmtInt(BIG_JOBS)} jobs, ${RUNS} × ${SMALL_JOBS} and ${RUNS} × ${TINY_JOBS} through the API in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    `loaded ${RUNS} runs × ${fmtInt(BIG_JOBS)} jobs, ${RUNS} × ${SMALL_JOBS} and ${RUNS} × ${TINY_JOBS} through ` +
+      `the API in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
   );
   await env.pool.query('ANALYZE');
   await env.assertInvariants('loading');
@@ -101,7 +102,8 @@ export async function runBoundedPage(env: BenchEnv): Promise<TargetResult[]> {
     fmtRatio(timed[k].p50 / timed.small.p50),
   ]);
   printTable(
-    `${SUITE}: GET /projects/{p}/runs, default parameters (limit 20, jobs_limit 100, job_submissions_limit 10), ${ITERATIONS} iterations side by side`,
+    `${SUITE}: GET /projects/{p}/runs, default parameters (limit 20, jobs_limit 100, job_submissions_limit 10), ` +
+      `${ITERATIONS} iterations side by side`,
     ['page over', 'jobs shown', 'bytes', 'p50 ms', 'p95 ms', 'p50 / small'],
     rows,
     [`before the fix: 18 runs × 10,000 jobs at limit=20 answered 139 MB in 8.1 s (issue #17)`],
@@ -118,7 +120,9 @@ export async function runBoundedPage(env: BenchEnv): Promise<TargetResult[]> {
       target: `its p50 ≤ 2× a page over ${RUNS} small runs (${SMALL_JOBS} jobs each, same jobs shown)`,
       measured: fmtRatio(ratio),
       pass: ratio <= MAX_RATIO,
-      note: `${fmtMs(timed.big.p50)} vs ${fmtMs(timed.small.p50)} ms; vs runs of ${TINY_JOBS} jobs: ${fmtRatio(timed.big.p50 / timed.tiny.p50)}`,
+      note:
+        `${fmtMs(timed.big.p50)} vs ${fmtMs(timed.small.p50)} ms; vs runs of ${TINY_JOBS} jobs: ` +
+        `${fmtRatio(timed.big.p50 / timed.tiny.p50)}`,
     },
   ];
 }

@@ -7,6 +7,7 @@ import {
   log,
   measureSideBySide,
   median,
+  mismatchText,
   printTable,
   QUICK,
   stats,
@@ -119,7 +120,9 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
   const t0 = performance.now();
   const results: TargetResult[] = [];
   log(
-    `\n## job-groups: one run of ${fmtInt(SUBMIT_JOBS)} jobs; cancel of ${BIG_GROUPS} groups holding ${fmtInt(BIG_JOBS)} jobs vs ${SMALL_GROUPS} holding ${SMALL_JOBS}; reads under a cancelled depth-${DEPTH} subtree`,
+    `\n## job-groups: one run of ${fmtInt(SUBMIT_JOBS)} jobs; cancel of ${BIG_GROUPS} groups holding ` +
+      `${fmtInt(BIG_JOBS)} jobs vs ${SMALL_GROUPS} holding ${SMALL_JOBS}; reads under a cancelled depth-${DEPTH} ` +
+      `subtree`,
   );
   await env.createProject(PROJECT);
 
@@ -174,7 +177,8 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
     ['request shape', 'rep 1', 'rep 2', 'rep 3', 'median', 'target', 'verdict'],
     submitRows,
     [
-      'end to end = JSON body sent, validated, one transaction (run, group 0, jobs, submissions, counters), 201 with every job in the body read.',
+      'end to end = JSON body sent, validated, one transaction (run, group 0, jobs, submissions, counters), 201 ' +
+        'with every job in the body read.',
     ],
   );
 
@@ -188,7 +192,8 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
     buildMs.push(...(await fillChain(env, r.runId, r.chain, BIG_JOBS, BIG_REQUESTS)));
     big.push(r);
     log(
-      `   big run ${i + 1}/${BIG_GROUPS + 1}: ${fmtInt(BIG_JOBS)} jobs under group ${r.chain[0]} (depth 1..${DEPTH}), built (${((performance.now() - tBuild) / 1000).toFixed(0)} s so far)`,
+      `   big run ${i + 1}/${BIG_GROUPS + 1}: ${fmtInt(BIG_JOBS)} jobs under group ${r.chain[0]} (depth ` +
+        `1..${DEPTH}), built (${((performance.now() - tBuild) / 1000).toFixed(0)} s so far)`,
     );
   }
   const small: { runId: string; chain: number[] }[] = [];
@@ -199,7 +204,9 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
   }
   const addStats = stats(buildMs);
   log(
-    `   built in ${((performance.now() - tBuild) / 1000).toFixed(0)} s; POST job-groups/{g}/jobs with ${fmtInt(BIG_JOBS / BIG_REQUESTS)} jobs: p50 ${fmtMs(addStats.p50)} ms, p95 ${fmtMs(addStats.p95)} ms over ${addStats.n} requests`,
+    `   built in ${((performance.now() - tBuild) / 1000).toFixed(0)} s; POST job-groups/{g}/jobs with ` +
+      `${fmtInt(BIG_JOBS / BIG_REQUESTS)} jobs: p50 ${fmtMs(addStats.p50)} ms, p95 ${fmtMs(addStats.p95)} ms over ` +
+      `${addStats.n} requests`,
   );
   await env.pool.query(
     'VACUUM (ANALYZE) jobs, job_submissions, job_group_counters, job_groups, job_group_self_and_ancestors',
@@ -240,7 +247,8 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
       const v = await group(env, r.runId, g);
       if (v.status !== 'cancelled' || v.cancellation?.job_group_id !== r.chain[0])
         throw new Error(
-          `group ${g} of run ${r.runId} after cancel: status ${v.status}, cancellation ${JSON.stringify(v.cancellation)}`,
+          `group ${g} of run ${r.runId} after cancel: status ${v.status}, cancellation ` +
+            `${JSON.stringify(v.cancellation)}`,
         );
       if (g === r.chain[0] && (v.counts.n_cancelled !== n || v.counts.n_completed !== n))
         throw new Error(`group ${g} after cancel counts ${JSON.stringify(v.counts)}, expected ${n} cancelled`);
@@ -271,9 +279,11 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
     ],
     [
       `ratio big/small p50 = ${fmtRatio(cancelRatio)} (target ≤ 2×): ${verdict(cancelRatio <= 2)}`,
-      `small groups live in runs of their own (11 jobs), big ones in runs of ${fmtInt(BIG_JOBS + 1)}: anything proportional to run size would show.`,
-      'checked afterwards: every group of each cancelled chain reads status=cancelled with the cancellation of the top group, counts n_cancelled = subtree size.',
-      `GET /admin/v1/invariants afterwards: ${afterCancel.length === 0 ? 'no mismatch' : `${afterCancel.length} MISMATCHES, first: ${afterCancel.slice(0, 3).join('; ')}`}`,
+      `small groups live in runs of their own (11 jobs), big ones in runs of ${fmtInt(BIG_JOBS + 1)}: anything ` +
+        `proportional to run size would show.`,
+      'checked afterwards: every group of each cancelled chain reads status=cancelled with the cancellation of the ' +
+        'top group, counts n_cancelled = subtree size.',
+      `GET /admin/v1/invariants afterwards: ${mismatchText(afterCancel)}`,
     ],
   );
   results.push({
@@ -292,7 +302,8 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
     const page = (await env.http<JobsPage>('GET', jobsPath(r, q), undefined, 200)).body;
     if (page.items.length !== 100 || page.items.some((j) => j.status !== status)) {
       throw new Error(
-        `GET ${jobsPath(r, q)}: ${page.items.length} items, statuses ${[...new Set(page.items.map((j) => j.status))].join(',')}; expected 100 ${status}`,
+        `GET ${jobsPath(r, q)}: ${page.items.length} items, statuses ` +
+          `${[...new Set(page.items.map((j) => j.status))].join(',')}; expected 100 ${status}`,
       );
     }
     if (
@@ -351,11 +362,13 @@ export async function runJobGroups(env: BenchEnv): Promise<TargetResult[]> {
       });
   }
   printTable(
-    `job-groups: GET .../job-groups/{g}/jobs on a depth-${DEPTH} subtree of ${fmtInt(BIG_JOBS)} jobs, cancelled vs the same shape uncancelled (ms, ${READ_ITERATIONS} iterations, interleaved)`,
+    `job-groups: GET .../job-groups/{g}/jobs on a depth-${DEPTH} subtree of ${fmtInt(BIG_JOBS)} jobs, cancelled vs ` +
+      `the same shape uncancelled (ms, ${READ_ITERATIONS} iterations, interleaved)`,
     ['query', 'uncancelled p50', 'p95', 'cancelled p50', 'p95', 'cancelled/uncancelled', 'target', 'verdict'],
     readRows,
     [
-      'every page is checked first: 100 jobs, effective status terminated (job_group_cancelled, naming the cancelled group) vs submitted.',
+      'every page is checked first: 100 jobs, effective status terminated (job_group_cancelled, naming the ' +
+        'cancelled group) vs submitted.',
     ],
   );
   log(`\n   job-groups finished in ${((performance.now() - t0) / 1000).toFixed(0)} s`);

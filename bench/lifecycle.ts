@@ -42,7 +42,8 @@ export async function runLifecycle(env: BenchEnv): Promise<TargetResult[]> {
   const held = await claimAndStartAll(workers);
   const claimed = held.reduce((n, h) => n + h.length, 0);
   log(
-    `lifecycle: ${fmtInt(total)} jobs in one run over a depth-5 chain, ${fmtInt(claimed)} claimed by ${WORKERS} workers`,
+    `lifecycle: ${fmtInt(total)} jobs in one run over a depth-5 chain, ${fmtInt(claimed)} claimed by ${WORKERS} ` +
+      `workers`,
   );
 
   const { seconds, statuses } = await timedReports(workers, held, (w, s, k) =>

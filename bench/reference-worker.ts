@@ -5,7 +5,11 @@ import type { TerminationReason } from '../src/modules/lifecycle/vocabulary';
  * A reference worker: drives runplane's internal API over HTTP exactly like a real worker would (claim, running,
  * heartbeats, complete). Used by the tests and the benchmarks; `post` is any HTTP client (fetch, supertest).
  */
-export type Post = (path: string, body: unknown) => Promise<{ status: number; body: any }>; // eslint-disable-line @typescript-eslint/no-explicit-any
+export type Post = (path: string, body: unknown) => Promise<{ status: number; body: JsonBody }>;
+
+/** A response body: JSON of whatever shape the route answers, read field by field by callers that know the route. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any route's JSON; `unknown` would need a cast per read
+export type JsonBody = any;
 
 /**
  * A worker's HTTP client as a real worker would hold one: node:http over keep-alive connections, JSON in and out.
@@ -102,8 +106,7 @@ export class ReferenceWorker {
   }
 
   /** Runs one claimed submission to the end: running, a heartbeat (stopping early if cancel is requested), complete. */
-  async execute(s: Claimed, outcome: Outcome): Promise<{ status: number; body: any; cancelled: boolean }> {
-    // eslint-disable-line @typescript-eslint/no-explicit-any
+  async execute(s: Claimed, outcome: Outcome): Promise<{ status: number; body: JsonBody; cancelled: boolean }> {
     // A job that could not start never reports running (the one such outcome the tests and benches use).
     if (outcome.termination_reason !== 'failed_to_start_due_to_no_capacity') {
       const r = await this.running(s.id);

@@ -34,7 +34,11 @@ async function main(argv: string[]): Promise<number> {
   const args = argv.filter((a) => a !== '--');
   if (args.includes('--help') || args.includes('-h')) {
     log(
-      `usage: npm run bench [-- ${Object.keys(SUITES).join(' | ')} ...]   (default: all)\n  env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), BENCH_QUICK=1 (small shapes, to check the scripts), BENCH_ITERATIONS (timed iterations),\n       BENCH_H_LEVELS (runs-list history levels, default 1,10,100,1000), BENCH_EXPLAIN=1 (runs-list: EXPLAIN ANALYZE of the SQL contenders at the deepest H)`,
+      `usage: npm run bench [-- ${Object.keys(SUITES).join(' | ')} ...]   (default: all)\n` +
+        '  env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), ' +
+        'BENCH_QUICK=1 (small shapes, to check the scripts), BENCH_ITERATIONS (timed iterations),\n' +
+        '       BENCH_H_LEVELS (runs-list history levels, default 1,10,100,1000), ' +
+        'BENCH_EXPLAIN=1 (runs-list: EXPLAIN ANALYZE of the SQL contenders at the deepest H)',
     );
     return 0;
   }
@@ -46,7 +50,8 @@ async function main(argv: string[]): Promise<number> {
   const selected = args.length > 0 ? args : Object.keys(SUITES);
   const server = new URL(ADMIN_URL);
   log(
-    `runplane bench: ${selected.join(', ')} on PostgreSQL at ${server.host}${QUICK ? ' (BENCH_QUICK=1: small shapes, figures NOT meaningful)' : ''}; node ${process.version}`,
+    `runplane bench: ${selected.join(', ')} on PostgreSQL at ` +
+      `${server.host}${QUICK ? ' (BENCH_QUICK=1: small shapes, figures NOT meaningful)' : ''}; node ${process.version}`,
   );
 
   const t0 = performance.now();
@@ -69,7 +74,8 @@ async function main(argv: string[]): Promise<number> {
     results.map((r) => [r.suite, r.target, r.measured, verdict(r.pass), r.note ?? '']),
     [
       ...failures.map((f) => `FAILED: ${f}`),
-      `${results.filter((r) => r.pass).length}/${results.length} targets met; total ${((performance.now() - t0) / 1000 / 60).toFixed(1)} min`,
+      `${results.filter((r) => r.pass).length}/${results.length} targets met; total ` +
+        `${((performance.now() - t0) / 1000 / 60).toFixed(1)} min`,
     ],
   );
   return failures.length > 0 ? 1 : 0;

@@ -15,6 +15,7 @@ import {
   TargetResult,
   verdict,
 } from './support';
+import { required } from '../src/common/required';
 
 /**
  * Runs list (targets.md, "Runs list"): GET /projects/{p}/runs?limit=100&job_submissions_limit=N end to end over HTTP,
@@ -230,7 +231,8 @@ async function submitRuns(env: BenchEnv): Promise<Map<string, JobSet>> {
 async function prepareHelpers(env: BenchEnv, setOfRun: Map<string, JobSet>): Promise<void> {
   await inTransaction(env, async (c) => {
     await c.query(
-      `CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, set text NOT NULL, gapped boolean NOT NULL, salt int NOT NULL)`,
+      `CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, set text NOT NULL,
+                               gapped boolean NOT NULL, salt int NOT NULL)`,
     );
     // Half of the jobs of each set get gaps: alternate jobs in (run, job_num, replica_num) order.
     await c.query(
@@ -238,7 +240,8 @@ async function prepareHelpers(env: BenchEnv, setOfRun: Map<string, JobSet>): Pro
        SELECT j.id, j.run_id, rs.set,
               row_number() OVER (PARTITION BY rs.set ORDER BY r.submitted_at, r.id, j.job_num, j.replica_num) % 2 = 0,
               abs(hashtext(j.id::text)) % ${PAYLOADS}
-         FROM jobs j JOIN runs r ON r.id = j.run_id JOIN unnest($1::uuid[], $2::text[]) AS rs(run_id, set) ON rs.run_id = j.run_id`,
+         FROM jobs j JOIN runs r ON r.id = j.run_id
+           JOIN unnest($1::uuid[], $2::text[]) AS rs(run_id, set) ON rs.run_id = j.run_id`,
       [[...setOfRun.keys()], [...setOfRun.values()]],
     );
     await c.query(`CREATE TABLE bench_payloads (i int PRIMARY KEY, pd json NOT NULL, rd json NOT NULL)`);
@@ -266,8 +269,10 @@ async function growHistory(env: BenchEnv, set: JobSet, fromH: number, toH: numbe
     if (fromH === 0) {
       await c.query(
         `UPDATE job_submissions s
-            SET status = 'running', claimed_at = s.submitted_at + interval '5 s', started_at = s.submitted_at + interval '40 s',
-                worker_id = 'worker-' || (b.salt % 16), lease_expires_at = now() + interval '1 hour', last_heartbeat_at = now(),
+            SET status = 'running', claimed_at = s.submitted_at + interval '5 s',
+                started_at = s.submitted_at + interval '40 s',
+                worker_id = 'worker-' || (b.salt % 16), lease_expires_at = now() + interval '1 hour',
+                last_heartbeat_at = now(),
                 provisioning_data = p.pd, runtime_data = p.rd
            FROM bench_jobs b JOIN bench_payloads p ON p.i = b.salt
           WHERE s.job_id = b.job_id AND b.set = $1::text AND s.submission_num = 0`,
@@ -276,7 +281,8 @@ async function growHistory(env: BenchEnv, set: JobSet, fromH: number, toH: numbe
     } else {
       await c.query(
         `UPDATE job_submissions s
-            SET status = 'failed', termination_reason = '${FAILED_REASON}', finished_at = s.submitted_at + interval '3 min',
+            SET status = 'failed', termination_reason = '${FAILED_REASON}',
+                finished_at = s.submitted_at + interval '3 min',
                 exit_status = NULL, lease_expires_at = NULL
            FROM jobs j JOIN bench_jobs b ON b.job_id = j.id
           WHERE s.id = j.latest_submission_id AND b.set = $1::text`,
@@ -284,16 +290,18 @@ async function growHistory(env: BenchEnv, set: JobSet, fromH: number, toH: numbe
       );
       // Ordered by k first: a job's submissions are spread over the table as they would be over time.
       await c.query(
-        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason, exit_status,
-                                      priority, cpu, memory_mib, gpu, submitted_at, claimed_at, started_at, finished_at,
-                                      worker_id, lease_expires_at, last_heartbeat_at, provisioning_data, runtime_data)
+        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason,
+                                      exit_status, priority, cpu, memory_mib, gpu, submitted_at, claimed_at,
+                                      started_at, finished_at, worker_id, lease_expires_at, last_heartbeat_at,
+                                      provisioning_data, runtime_data)
          SELECT gen_random_uuid(), j.id, j.run_id, j.job_group_id, ${SQL_NUMBER_OF('k')},
                 CASE WHEN k = $3::int - 1 THEN 'running' ELSE 'failed' END,
                 CASE WHEN k = $3::int - 1 THEN NULL ELSE '${FAILED_REASON}' END,
                 NULL, 0, 1, 1024, 0,
                 now() - interval '1 hour' * ($4::int - k), now() - interval '1 hour' * ($4::int - k) + interval '5 s',
                 now() - interval '1 hour' * ($4::int - k) + interval '40 s',
-                CASE WHEN k = $3::int - 1 THEN NULL ELSE now() - interval '1 hour' * ($4::int - k) + interval '3 min' END,
+                CASE WHEN k = $3::int - 1 THEN NULL
+                  ELSE now() - interval '1 hour' * ($4::int - k) + interval '3 min' END,
                 'worker-' || ((b.salt + k) % 16),
                 CASE WHEN k = $3::int - 1 THEN now() + interval '1 hour' END,
                 now() - interval '1 hour' * ($4::int - k) + interval '2 min',
@@ -312,19 +320,22 @@ async function growHistory(env: BenchEnv, set: JobSet, fromH: number, toH: numbe
               termination_reason = coalesce(l.termination_reason, t.termination_reason),
               submission_count = l.submission_num + 1,
               folded_submissions = CASE WHEN l.submission_num + 1 > n.count
-                                        THEN jsonb_build_object('${FOLDED_REASON}', l.submission_num + 1 - n.count) ELSE '{}' END
+                                        THEN jsonb_build_object('${FOLDED_REASON}', l.submission_num + 1 - n.count)
+                                          ELSE '{}' END
          FROM bench_jobs b
         CROSS JOIN LATERAL (SELECT s.id, s.submission_num, s.status, s.termination_reason FROM job_submissions s
                              WHERE s.job_id = b.job_id ORDER BY s.submission_num DESC LIMIT 1) l
         CROSS JOIN LATERAL (SELECT count(*)::int AS count FROM job_submissions s WHERE s.job_id = b.job_id) n
          LEFT JOIN LATERAL (SELECT s.termination_reason FROM job_submissions s
-                             WHERE s.job_id = b.job_id AND s.termination_reason IS NOT NULL ORDER BY s.submission_num DESC LIMIT 1) t ON true
+                             WHERE s.job_id = b.job_id AND s.termination_reason IS NOT NULL
+                               ORDER BY s.submission_num DESC LIMIT 1) t ON true
         WHERE j.id = b.job_id AND b.set = $1::text`,
       [set],
     );
     // Every job runs its newest submission: keep the runs' active counts (on their root groups' counters) and
     // status in line with that.
-    const running = `SELECT j.run_id, count(*)::int AS n FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
+    const running = `SELECT j.run_id, count(*)::int AS n FROM jobs j
+                       JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
                       WHERE j.status = 'running' GROUP BY j.run_id`;
     await c.query(
       `UPDATE job_group_counters c SET n_provisioning = 0, n_running = x.n, n_retrying = 0
@@ -332,13 +343,15 @@ async function growHistory(env: BenchEnv, set: JobSet, fromH: number, toH: numbe
       [set],
     );
     await c.query(
-      `UPDATE runs r SET status = 'running', status_message = NULL, termination_reason = NULL FROM (${running}) x WHERE r.id = x.run_id`,
+      `UPDATE runs r SET status = 'running', status_message = NULL, termination_reason = NULL FROM (${running}) x
+         WHERE r.id = x.run_id`,
       [set],
     );
     // The shape is what we say it is, or we stop here.
     const { rows } = await c.query(
       `SELECT count(*)::int AS bad FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
-        WHERE j.latest_submission_num <> ${SQL_NUMBER_OF('($2::int - 1)')} OR j.submission_count <> j.latest_submission_num + 1 OR j.status <> 'running'
+        WHERE j.latest_submission_num <> ${SQL_NUMBER_OF('($2::int - 1)')}
+          OR j.submission_count <> j.latest_submission_num + 1 OR j.status <> 'running'
            OR (SELECT count(*) FROM job_submissions s WHERE s.job_id = j.id) <> $2::int`,
       [set, toH],
     );
@@ -355,7 +368,8 @@ async function bruteForce(env: BenchEnv, jobIds: string[], ns: number[]): Promis
     [jobIds],
   );
   const perJob = new Map<string, { id: string; num: number }[]>(jobIds.map((id) => [id, []]));
-  for (const r of rows) perJob.get(r.job_id)!.push({ id: r.id, num: r.submission_num });
+  for (const r of rows)
+    required(perJob.get(r.job_id), `the submissions of job ${r.job_id}`).push({ id: r.id, num: r.submission_num });
   const out = new Map<number, Map<string, string[]>>();
   for (const n of ns) {
     const m = new Map<string, string[]>();
@@ -399,7 +413,7 @@ async function checkExact(
     for (const run of page.items) {
       for (const job of run.jobs) {
         jobs++;
-        const want = expected.get(n)!.get(job.id);
+        const want = required(expected.get(n), `the brute force at N=${n}`).get(job.id);
         const got = job.job_submissions.map((s) => s.id);
         rows += got.length;
         if (!want) {
@@ -408,7 +422,8 @@ async function checkExact(
         }
         if (got.length !== want.length || got.some((id, i) => id !== want[i])) {
           problems.push(
-            `H=${h} N=${n} job ${job.id}: got [${job.job_submissions.map((s) => s.submission_num).join(',')}] ids ${got.join(',')}; expected ids ${want.join(',')}`,
+            `H=${h} N=${n} job ${job.id}: got [${job.job_submissions.map((s) => s.submission_num).join(',')}] ids ` +
+              `${got.join(',')}; expected ids ${want.join(',')}`,
           );
         }
         const nums = job.job_submissions.map((s) => s.submission_num);
@@ -417,11 +432,12 @@ async function checkExact(
         const newest = want[want.length - 1];
         if (job.latest_job_submission?.id !== newest)
           problems.push(`job ${job.id}: latest_job_submission ${job.latest_job_submission?.id} ≠ newest ${newest}`);
-        const made = numberOf(h - 1, gappedByJob.get(job.id)!) + 1;
+        const made = numberOf(h - 1, required(gappedByJob.get(job.id), `whether job ${job.id} has gaps`)) + 1;
         const folded = (job.folded_submissions[FOLDED_REASON] ?? 0) as number;
         if (job.submission_count !== made || folded !== made - h) {
           problems.push(
-            `job ${job.id}: submission_count ${job.submission_count}, folded ${folded}; expected ${made} made, ${made - h} folded`,
+            `job ${job.id}: submission_count ${job.submission_count}, folded ${folded}; expected ${made} made, ` +
+              `${made - h} folded`,
           );
         }
       }
@@ -429,11 +445,13 @@ async function checkExact(
     if (jobs !== listedJobIds.length) problems.push(`page has ${jobs} jobs, expected ${listedJobIds.length}`);
     if (problems.length > 0) {
       throw new Error(
-        `EXACTNESS FAILED at H=${h}, N=${n}: ${problems.length} problems; first ones:\n  ${problems.slice(0, 10).join('\n  ')}`,
+        `EXACTNESS FAILED at H=${h}, N=${n}: ${problems.length} problems; first ones:\n  ` +
+          `${problems.slice(0, 10).join('\n  ')}`,
       );
     }
     lines.push(
-      `H=${h} N=${n}: ${jobs} jobs, ${rows} submissions, every job's ids equal the brute force; submission_count and folded_submissions as generated`,
+      `H=${h} N=${n}: ${jobs} jobs, ${rows} submissions, every job's ids equal the brute force; submission_count ` +
+        `and folded_submissions as generated`,
     );
   }
   return lines;
@@ -461,7 +479,9 @@ const GROUP_BY_SQL = `
            WHERE job_id IN (${JOBS_OF_RUNS})
            GROUP BY job_id) l ON s.job_id = l.job_id
    WHERE s.submission_num > l.latest - $2 OR s.submission_num = l.latest_terminated`;
-/** For reference only: a LATERAL newest-first fetch as raw SQL (rows only, no HTTP/JSON), to show where the time goes. */
+/**
+ * For reference only: a LATERAL newest-first fetch as raw SQL (rows only, no HTTP/JSON), to show where the time goes.
+ */
 const LATERAL_SQL = `
   SELECT s.*
     FROM jobs j
@@ -522,7 +542,8 @@ async function timeLevel(env: BenchEnv, h: number, n: number, listedRunIds: stri
     ] as const) {
       const { rows } = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql}`, [...params]);
       log(
-        `\n   EXPLAIN ${label}, H=${h} N=${n}:\n${rows.map((r: Record<string, string>) => '     ' + r['QUERY PLAN']).join('\n')}`,
+        `\n   EXPLAIN ${label}, H=${h} N=${n}:\n` +
+          `${rows.map((r: Record<string, string>) => '     ' + r['QUERY PLAN']).join('\n')}`,
       );
     }
   }
@@ -541,13 +562,15 @@ async function storageFacts(env: BenchEnv): Promise<string> {
        FROM job_submissions`,
   );
   const spec = await env.pool.query(
-    `SELECT avg(octet_length(spec::text))::int AS avg, min(octet_length(spec::text))::int AS min, max(octet_length(spec::text))::int AS max FROM jobs`,
+    `SELECT avg(octet_length(spec::text))::int AS avg, min(octet_length(spec::text))::int AS min,
+            max(octet_length(spec::text))::int AS max FROM jobs`,
   );
   const r = rows[0];
   const sp = spec.rows[0];
   return (
-    `${fmtInt(r.n)} submissions; provisioning_data + runtime_data ${r.text_min}–${r.text_max} B of JSON text (avg ${r.text_bytes} B, ` +
-    `avg ${r.stored_bytes} B stored after TOAST compression); jobs.spec ${sp.min}–${sp.max} B (avg ${sp.avg} B); job_submissions total ${fmtBytes(Number(r.total))}`
+    `${fmtInt(r.n)} submissions; provisioning_data + runtime_data ${r.text_min}–${r.text_max} B of JSON text ` +
+    `(avg ${r.text_bytes} B, avg ${r.stored_bytes} B stored after TOAST compression); ` +
+    `jobs.spec ${sp.min}–${sp.max} B (avg ${sp.avg} B); job_submissions total ${fmtBytes(Number(r.total))}`
   );
 }
 
@@ -564,18 +587,22 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   }
   const t0 = performance.now();
   log(
-    `\n## runs-list: ${LISTED_RUNS} listed runs × 4 jobs (2 job_nums × 2 replicas), ${BACKGROUND_RUNS} background runs (H=${BACKGROUND_H}) in another project`,
+    `\n## runs-list: ${LISTED_RUNS} listed runs × 4 jobs (2 job_nums × 2 replicas), ${BACKGROUND_RUNS} background ` +
+      `runs (H=${BACKGROUND_H}) in another project`,
   );
   log(
-    `   H levels ${H_LEVELS.join(', ')} on the same listed runs (half of the jobs with gaps: every 3rd number missing); ${ITERATIONS} timed iterations after ${WARMUP} warm-up, contenders interleaved`,
+    `   H levels ${H_LEVELS.join(', ')} on the same listed runs (half of the jobs with gaps: every 3rd number ` +
+      `missing); ${ITERATIONS} timed iterations after ${WARMUP} warm-up, contenders interleaved`,
   );
 
   const settings = await env.pool.query(
-    `SELECT current_setting('server_version') AS v, current_setting('work_mem') AS wm, current_setting('shared_buffers') AS sb, current_setting('max_parallel_workers_per_gather') AS par`,
+    `SELECT current_setting('server_version') AS v, current_setting('work_mem') AS wm,
+            current_setting('shared_buffers') AS sb, current_setting('max_parallel_workers_per_gather') AS par`,
   );
   const st = settings.rows[0];
   log(
-    `   PostgreSQL ${st.v}, work_mem ${st.wm}, shared_buffers ${st.sb}, max_parallel_workers_per_gather ${st.par} (server defaults; the window sort spills to disk once history is deep)`,
+    `   PostgreSQL ${st.v}, work_mem ${st.wm}, shared_buffers ${st.sb}, max_parallel_workers_per_gather ${st.par} ` +
+      `(server defaults; the window sort spills to disk once history is deep)`,
   );
   await env.createProject(LISTED_PROJECT);
   await env.createProject(BACKGROUND_PROJECT);
@@ -597,7 +624,8 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   await growHistory(env, 'h10', 1, 10);
   await env.assertInvariants('background history loaded');
   log(
-    `   ${setOfRun.size} runs submitted through the API, background history loaded; twins of the listed runs at H=1 and H=10 in ` +
+    `   ${setOfRun.size} runs submitted through the API, background history loaded; twins of the listed runs at ` +
+      `H=1 and H=10 in ` +
       `${Object.values(BASE_PROJECTS).join(', ')} (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
   );
 
@@ -618,7 +646,8 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
       const t = await timeLevel(env, h, n, listed);
       timed.push(t);
       log(
-        `   H=${h} N=${n}: ours p50 ${fmtMs(t.ours.p50)} ms (H=${n} twin ${fmtMs(t.oursAtN.p50)} ms), window ${fmtMs(t.window.p50)} ms, GROUP BY ${fmtMs(t.groupBy.p50)} ms, LATERAL raw ${fmtMs(t.lateral.p50)} ms`,
+        `   H=${h} N=${n}: ours p50 ${fmtMs(t.ours.p50)} ms (H=${n} twin ${fmtMs(t.oursAtN.p50)} ms), window ` +
+          `${fmtMs(t.window.p50)} ms, GROUP BY ${fmtMs(t.groupBy.p50)} ms, LATERAL raw ${fmtMs(t.lateral.p50)} ms`,
       );
     }
   }
@@ -630,7 +659,8 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   );
 
   printTable(
-    `runs-list: p50 / p95 ms per list request of ${LISTED_RUNS} runs (${LISTED_RUNS * 4} jobs); ${ITERATIONS} iterations each`,
+    `runs-list: p50 / p95 ms per list request of ${LISTED_RUNS} runs (${LISTED_RUNS * 4} jobs); ${ITERATIONS} ` +
+      `iterations each`,
     [
       'H',
       'N',
@@ -664,17 +694,30 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
       fmtBytes(t.bytesOurs),
     ]),
     [
-      "ours = the whole HTTP request (auth, runs page, job rows, the app's latest-N fetch, JSON), body read completely; window/GROUP BY/LATERAL raw = raw SQL through pg on the same database, rows fetched and parsed by pg.",
-      `ours, H=N twin = the same request on ${BASE_PROJECTS[1]} (N=1) or ${BASE_PROJECTS[10]} (N=10): as many runs of the same shape whose history stays at H=N, timed in the same loop.`,
-      "window×2 = dstack today: row_number() over all columns of every submission of the listed runs' jobs, rn <= N, plus the second (termination_reason IS NOT NULL, rn <= 1) query.",
-      "GROUP BY = the seed's proposal: max(submission_num) (and latest terminated) per job over every submission, then the rows with num > latest - N or = latest terminated.",
-      "Row counts: GROUP BY returns FEWER than N per job where numbers have gaps (N > 1), plus the latest terminated row where it falls outside the window (so N=1 returns 2 per job once H ≥ 2); the window's 2nd query adds one status row per job.",
-      "LATERAL raw = targets.md's third column: LATERAL newest-first per job with LIMIT N, as bare SQL, for reference (no target): what the database part of a list costs.",
+      "ours = the whole HTTP request (auth, runs page, job rows, the app's latest-N fetch, JSON), body read " +
+        'completely; window/GROUP BY/LATERAL raw = raw SQL through pg on the same database, rows fetched and ' +
+        'parsed by pg.',
+      `ours, H=N twin = the same request on ${BASE_PROJECTS[1]} (N=1) or ${BASE_PROJECTS[10]} (N=10): as many runs ` +
+        `of the same shape whose history stays at H=N, timed in the same loop.`,
+      "window×2 = dstack today: row_number() over all columns of every submission of the listed runs' jobs, rn <= " +
+        'N, plus the second (termination_reason IS NOT NULL, rn <= 1) query.',
+      "GROUP BY = the seed's proposal: max(submission_num) (and latest terminated) per job over every submission, " +
+        'then the rows with num > latest - N or = latest terminated.',
+      'Row counts: GROUP BY returns FEWER than N per job where numbers have gaps (N > 1), plus the latest ' +
+        "terminated row where it falls outside the window (so N=1 returns 2 per job once H ≥ 2); the window's 2nd " +
+        'query ' +
+        'adds one status row per job.',
+      "LATERAL raw = targets.md's third column: LATERAL newest-first per job with LIMIT N, as bare SQL, for " +
+        'reference (no target): what the database part of a list costs.',
     ],
   );
 
   // Ratios and targets.
-  const get = (h: number, n: number) => timed.find((t) => t.h === h && t.n === n)!;
+  const get = (h: number, n: number) =>
+    required(
+      timed.find((t) => t.h === h && t.n === n),
+      `the timings at H=${h} N=${n}`,
+    );
   const results: TargetResult[] = [];
   const ratioRows: (string | number)[][] = [];
   const hLabel = QUICK ? `H=${H_MAX} (QUICK: stands in for 1000)` : 'H=1000';
@@ -758,7 +801,8 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
     ['target', 'p50s', 'ratio', 'want', 'verdict'],
     ratioRows,
     [
-      'targets.md reference (PG 15, raw SQL, 100 runs): H=300 N=1 window 244 ms, GROUP BY 160 ms, LATERAL 9.7 ms; H=300 N=10 window 267, GROUP BY 215, LATERAL 41 ms.',
+      'targets.md reference (PG 15, raw SQL, 100 runs): H=300 N=1 window 244 ms, GROUP BY 160 ms, LATERAL 9.7 ms; ' +
+        'H=300 N=10 window 267, GROUP BY 215, LATERAL 41 ms.',
     ],
   );
   log(`\n   runs-list finished in ${((performance.now() - t0) / 1000).toFixed(0)} s`);

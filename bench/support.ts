@@ -399,3 +399,9 @@ export interface TargetResult {
 }
 
 export const verdict = (pass: boolean) => (pass ? 'PASS' : 'MISS');
+
+/** What GET /admin/v1/invariants found: "no mismatch", or how many and the first three. */
+export const mismatchText = (mismatches: string[]) =>
+  mismatches.length === 0
+    ? 'no mismatch'
+    : `${mismatches.length} MISMATCHES, first: ${mismatches.slice(0, 3).join('; ')}`;

@@ -29,7 +29,9 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         CONSTRAINT pk_runs PRIMARY KEY (id),
         CONSTRAINT fk_runs_project_id FOREIGN KEY (project_id) REFERENCES projects (id),
         CONSTRAINT fk_runs_user_id FOREIGN KEY (user_id) REFERENCES users (id),
-        CONSTRAINT ck_runs_status CHECK (status IN ('pending', 'submitted', 'provisioning', 'running', 'terminating', 'terminated', 'failed', 'done'))
+        CONSTRAINT ck_runs_status
+          CHECK (status IN ('pending', 'submitted', 'provisioning', 'running', 'terminating', 'terminated', 'failed',
+                            'done'))
       )`);
     await q.query(`CREATE UNIQUE INDEX uq_runs_project_id_run_name ON runs (project_id, run_name) WHERE NOT deleted`);
     await q.query(
@@ -53,7 +55,8 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         CONSTRAINT ck_job_groups_depth CHECK (depth BETWEEN 0 AND 5),
         CONSTRAINT ck_job_groups_root CHECK ((job_group_id = 0) = (parent_id IS NULL)),
         CONSTRAINT ck_job_groups_state CHECK (state IN ('running', 'complete')),
-        CONSTRAINT ck_job_groups_cancel_after_n_failures CHECK (cancel_after_n_failures IS NULL OR cancel_after_n_failures > 0)
+        CONSTRAINT ck_job_groups_cancel_after_n_failures
+          CHECK (cancel_after_n_failures IS NULL OR cancel_after_n_failures > 0)
       )`);
     await q.query(`CREATE INDEX idx_job_groups_run_id_parent_id ON job_groups (run_id, parent_id, job_group_id)`);
 
@@ -64,11 +67,13 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         ancestor_id integer NOT NULL,
         level integer NOT NULL,
         CONSTRAINT pk_job_group_self_and_ancestors PRIMARY KEY (run_id, job_group_id, ancestor_id),
-        CONSTRAINT fk_job_group_self_and_ancestors_group FOREIGN KEY (run_id, job_group_id) REFERENCES job_groups (run_id, job_group_id) ON DELETE CASCADE,
+        CONSTRAINT fk_job_group_self_and_ancestors_group FOREIGN KEY (run_id, job_group_id)
+          REFERENCES job_groups (run_id, job_group_id) ON DELETE CASCADE,
         CONSTRAINT ck_job_group_self_and_ancestors_level CHECK (level BETWEEN 0 AND 5)
       )`);
     await q.query(
-      `CREATE INDEX idx_job_group_self_and_ancestors_ancestor ON job_group_self_and_ancestors (run_id, ancestor_id, job_group_id)`,
+      `CREATE INDEX idx_job_group_self_and_ancestors_ancestor
+         ON job_group_self_and_ancestors (run_id, ancestor_id, job_group_id)`,
     );
 
     await q.query(`
@@ -79,7 +84,8 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         cancelled_by varchar(64) NOT NULL,
         reason varchar(256) NOT NULL,
         CONSTRAINT pk_job_groups_cancelled PRIMARY KEY (run_id, job_group_id),
-        CONSTRAINT fk_job_groups_cancelled_group FOREIGN KEY (run_id, job_group_id) REFERENCES job_groups (run_id, job_group_id) ON DELETE CASCADE
+        CONSTRAINT fk_job_groups_cancelled_group FOREIGN KEY (run_id, job_group_id)
+          REFERENCES job_groups (run_id, job_group_id) ON DELETE CASCADE
       )`);
 
     await q.query(`
@@ -92,8 +98,10 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         n_failed integer NOT NULL DEFAULT 0,
         n_cancelled integer NOT NULL DEFAULT 0,
         CONSTRAINT pk_job_group_counters PRIMARY KEY (run_id, job_group_id),
-        CONSTRAINT fk_job_group_counters_group FOREIGN KEY (run_id, job_group_id) REFERENCES job_groups (run_id, job_group_id) ON DELETE CASCADE,
-        CONSTRAINT ck_job_group_counters_sum CHECK (n_completed = n_succeeded + n_failed + n_cancelled AND n_completed <= n_jobs AND n_completed >= 0)
+        CONSTRAINT fk_job_group_counters_group FOREIGN KEY (run_id, job_group_id)
+          REFERENCES job_groups (run_id, job_group_id) ON DELETE CASCADE,
+        CONSTRAINT ck_job_group_counters_sum
+          CHECK (n_completed = n_succeeded + n_failed + n_cancelled AND n_completed <= n_jobs AND n_completed >= 0)
       )`);
 
     await q.query(`
@@ -117,7 +125,9 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         CONSTRAINT pk_jobs PRIMARY KEY (id),
         CONSTRAINT fk_jobs_run_id FOREIGN KEY (run_id) REFERENCES runs (id) ON DELETE CASCADE,
         CONSTRAINT fk_jobs_group FOREIGN KEY (run_id, job_group_id) REFERENCES job_groups (run_id, job_group_id),
-        CONSTRAINT ck_jobs_status CHECK (status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'))
+        CONSTRAINT ck_jobs_status
+          CHECK (status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated',
+                            'aborted'))
       )`);
     await q.query(`CREATE UNIQUE INDEX uq_jobs_run_id_job_num_replica_num ON jobs (run_id, job_num, replica_num)`);
     await q.query(`CREATE INDEX idx_jobs_run_id_job_group_id ON jobs (run_id, job_group_id, job_num, replica_num)`);
@@ -147,20 +157,25 @@ export class CreateRunsJobsAndJobGroups1764720000000 implements MigrationInterfa
         runtime_data jsonb,
         CONSTRAINT pk_job_submissions PRIMARY KEY (id),
         CONSTRAINT fk_job_submissions_job_id FOREIGN KEY (job_id) REFERENCES jobs (id) ON DELETE CASCADE,
-        CONSTRAINT ck_job_submissions_status CHECK (status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated', 'aborted'))
+        CONSTRAINT ck_job_submissions_status
+          CHECK (status IN ('submitted', 'provisioning', 'running', 'terminating', 'done', 'failed', 'terminated',
+                            'aborted'))
       )`);
     // Newest-first reads per job walk this index backwards with a per-job LIMIT.
     await q.query(
       `CREATE UNIQUE INDEX uq_job_submissions_job_id_submission_num ON job_submissions (job_id, submission_num)`,
     );
     await q.query(
-      `CREATE INDEX idx_job_submissions_queue ON job_submissions (priority DESC, submitted_at, id) WHERE status = 'submitted'`,
+      `CREATE INDEX idx_job_submissions_queue ON job_submissions (priority DESC, submitted_at, id)
+         WHERE status = 'submitted'`,
     );
     await q.query(
-      `CREATE INDEX idx_job_submissions_lease ON job_submissions (lease_expires_at) WHERE status IN ('provisioning', 'running', 'terminating')`,
+      `CREATE INDEX idx_job_submissions_lease ON job_submissions (lease_expires_at)
+         WHERE status IN ('provisioning', 'running', 'terminating')`,
     );
     await q.query(
-      `CREATE INDEX idx_job_submissions_run_id_job_group_id ON job_submissions (run_id, job_group_id) WHERE status = 'submitted'`,
+      `CREATE INDEX idx_job_submissions_run_id_job_group_id ON job_submissions (run_id, job_group_id)
+         WHERE status = 'submitted'`,
     );
   }
 

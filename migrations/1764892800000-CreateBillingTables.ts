@@ -54,7 +54,8 @@ export class CreateBillingTables1764892800000 implements MigrationInterface {
         resource_id integer NOT NULL,
         quantity numeric(20,10) NOT NULL,
         CONSTRAINT pk_submission_resources PRIMARY KEY (submission_id, resource_id),
-        CONSTRAINT fk_submission_resources_submission_id FOREIGN KEY (submission_id) REFERENCES billing_attempts (submission_id) ON DELETE CASCADE,
+        CONSTRAINT fk_submission_resources_submission_id FOREIGN KEY (submission_id)
+          REFERENCES billing_attempts (submission_id) ON DELETE CASCADE,
         CONSTRAINT fk_submission_resources_resource_id FOREIGN KEY (resource_id) REFERENCES resources (id),
         CONSTRAINT ck_submission_resources_quantity CHECK (quantity > 0)
       )`);

@@ -11,7 +11,8 @@ export class AddCancelledToJobGroupCounters1764979200000 implements MigrationInt
   async up(q: QueryRunner): Promise<void> {
     await q.query(`ALTER TABLE job_group_counters ADD COLUMN cancelled boolean NOT NULL DEFAULT false`);
     await q.query(
-      `UPDATE job_group_counters c SET cancelled = true FROM job_groups_cancelled x WHERE x.run_id = c.run_id AND x.job_group_id = c.job_group_id`,
+      `UPDATE job_group_counters c SET cancelled = true FROM job_groups_cancelled x
+         WHERE x.run_id = c.run_id AND x.job_group_id = c.job_group_id`,
     );
   }
 

@@ -17,7 +17,8 @@ export class MoveRunActiveCountsToRootCounters1765065600000 implements Migration
          ADD COLUMN n_retrying integer NOT NULL DEFAULT 0`,
     );
     await q.query(
-      `UPDATE job_group_counters c SET n_provisioning = r.n_provisioning, n_running = r.n_running, n_retrying = r.n_retrying
+      `UPDATE job_group_counters c
+          SET n_provisioning = r.n_provisioning, n_running = r.n_running, n_retrying = r.n_retrying
          FROM runs r WHERE r.id = c.run_id AND c.job_group_id = 0`,
     );
     await q.query(

@@ -24,17 +24,20 @@ export class AddAbortedToJobGroupCounters1765238400000 implements MigrationInter
        ), counted_at AS (
          SELECT j.run_id, CASE WHEN j.completion_counted THEN j.job_group_id ELSE e.target END AS g, count(*)::int AS n
            FROM jobs j LEFT JOIN eff e ON e.run_id = j.run_id AND e.job_group_id = j.job_group_id
-          WHERE (j.completion_counted AND j.status = 'aborted') OR (NOT j.completion_counted AND e.reason = 'aborted_by_user')
+          WHERE (j.completion_counted AND j.status = 'aborted')
+            OR (NOT j.completion_counted AND e.reason = 'aborted_by_user')
           GROUP BY 1, 2
        ), per_group AS (
          SELECT c.run_id, sa.ancestor_id, sum(c.n)::int AS n
            FROM counted_at c JOIN job_group_self_and_ancestors sa ON sa.run_id = c.run_id AND sa.job_group_id = c.g
           GROUP BY 1, 2
        )
-       UPDATE job_group_counters c SET n_aborted = p.n FROM per_group p WHERE c.run_id = p.run_id AND c.job_group_id = p.ancestor_id`,
+       UPDATE job_group_counters c SET n_aborted = p.n FROM per_group p
+         WHERE c.run_id = p.run_id AND c.job_group_id = p.ancestor_id`,
     );
     await q.query(
-      `ALTER TABLE job_group_counters ADD CONSTRAINT ck_job_group_counters_aborted CHECK (n_aborted >= 0 AND n_aborted <= n_cancelled)`,
+      `ALTER TABLE job_group_counters ADD CONSTRAINT ck_job_group_counters_aborted
+         CHECK (n_aborted >= 0 AND n_aborted <= n_cancelled)`,
     );
   }
 

@@ -13,7 +13,8 @@ export class StoreIdempotencyResourceReferences1765497600000 implements Migratio
       `ALTER TABLE idempotency_keys
          ADD COLUMN resource_kind varchar(16),
          ADD COLUMN resource_id varchar(64),
-         ADD CONSTRAINT ck_idempotency_keys_resource_kind CHECK (resource_kind IN ('project', 'run', 'job_group', 'jobs'))`,
+         ADD CONSTRAINT ck_idempotency_keys_resource_kind
+           CHECK (resource_kind IN ('project', 'run', 'job_group', 'jobs'))`,
     );
     await q.query(
       `UPDATE idempotency_keys SET

@@ -16,7 +16,8 @@ export class AddDeadlineAtToJobSubmissions1765670400000 implements MigrationInte
     );
     // Submissions already running when this lands get their deadline from their job's spec.
     await q.query(
-      `UPDATE job_submissions s SET deadline_at = s.started_at + make_interval(secs => (j.spec->>'max_duration_s')::float8)
+      `UPDATE job_submissions s
+          SET deadline_at = s.started_at + make_interval(secs => (j.spec->>'max_duration_s')::float8)
          FROM jobs j
         WHERE j.id = s.job_id AND s.status IN ('running', 'terminating') AND s.started_at IS NOT NULL
           AND j.spec->>'max_duration_s' IS NOT NULL`,

@@ -12,6 +12,7 @@ import { NewRateDto } from './modules/billing/dto/billing.dto';
 import { UsersService } from './modules/users/users.service';
 import { serve } from './serve';
 import { exitOnStartupFailure } from './startup-failure';
+import { required } from './common/required';
 
 const USAGE = `usage: runplane <command>
   serve                 start the HTTP server (the default)
@@ -25,7 +26,11 @@ async function migrate(): Promise<void> {
   const env = parseEnv(process.env);
   const embedded = env.DATABASE_URL ? undefined : await EmbeddedPostgres.start({ dataDir: env.RUNPLANE_DATA_DIR });
   const ds = new DataSource(
-    dataSourceOptions({ url: env.DATABASE_URL ?? embedded!.url, poolSize: 1, embedded: !!embedded }),
+    dataSourceOptions({
+      url: env.DATABASE_URL ?? required(embedded, 'the embedded database').url,
+      poolSize: 1,
+      embedded: !!embedded,
+    }),
   );
   try {
     await ds.initialize();

@@ -33,12 +33,15 @@ export async function serve(): Promise<NestExpressApplication> {
   }
   closeOnSignals(app);
   process.stdout.write(
-    `runplane: listening on ${await app.getUrl()} (${env.DATABASE_URL ? 'PostgreSQL at DATABASE_URL' : `embedded PostgreSQL in ${env.RUNPLANE_DATA_DIR}`})\n`,
+    `runplane: listening on ${await app.getUrl()} ` +
+      `(${env.DATABASE_URL ? 'PostgreSQL at DATABASE_URL' : `embedded PostgreSQL in ${env.RUNPLANE_DATA_DIR}`})\n`,
   );
   return app;
 }
 
-/** SIGINT/SIGTERM: stop taking requests, finish the ones in flight, close the pool and the embedded database, exit 0. */
+/**
+ * SIGINT/SIGTERM: stop taking requests, finish the ones in flight, close the pool and the embedded database, exit 0.
+ */
 function closeOnSignals(app: NestExpressApplication): void {
   let closing = false;
   const shutdown = (signal: NodeJS.Signals) => {

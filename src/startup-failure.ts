@@ -42,18 +42,33 @@ function reason(err: unknown, env: NodeJS.ProcessEnv, failed: string): string {
   if (e.syscall === 'listen') {
     const where = `${e.address ?? env.HOST ?? '127.0.0.1'}:${e.port ?? env.PORT ?? 3000}`;
     if (e.code === 'EADDRINUSE')
-      return `cannot listen on ${where}: the port is already in use; stop what listens there, or set PORT to a free port (0 picks one)`;
+      return (
+        `cannot listen on ${where}: the port is already in use; ` +
+        'stop what listens there, or set PORT to a free port (0 picks one)'
+      );
     if (e.code === 'EACCES')
-      return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); set PORT to 1024 or above`;
+      return (
+        `cannot listen on ${where}: permission denied (ports below 1024 need privileges); ` +
+        'set PORT to 1024 or above'
+      );
     if (e.code === 'EADDRNOTAVAIL')
-      return `cannot listen on ${where}: no such address on this machine; set HOST to one of its addresses (0.0.0.0 for all)`;
+      return (
+        `cannot listen on ${where}: no such address on this machine; ` +
+        'set HOST to one of its addresses (0.0.0.0 for all)'
+      );
     return `cannot listen on ${where}: ${e.code ?? e.message}; check HOST and PORT`;
   }
   if ((e.code === 'EACCES' || e.code === 'EPERM' || e.code === 'EROFS' || e.code === 'ENOTDIR') && !env.DATABASE_URL) {
-    return `cannot use the data directory ${env.RUNPLANE_DATA_DIR ?? './.runplane/data'}: ${e.code}${e.path ? ` on ${e.path}` : ''}; set RUNPLANE_DATA_DIR to a directory this user can write`;
+    return (
+      `cannot use the data directory ${env.RUNPLANE_DATA_DIR ?? './.runplane/data'}: ` +
+      `${e.code}${e.path ? ` on ${e.path}` : ''}; set RUNPLANE_DATA_DIR to a directory this user can write`
+    );
   }
   if (env.DATABASE_URL && databaseFailure(err)) {
-    return `cannot connect to the PostgreSQL server at DATABASE_URL (${describeUrl(env.DATABASE_URL)}): ${firstLine(err)}; check that the server runs and accepts this user and database`;
+    return (
+      `cannot connect to the PostgreSQL server at DATABASE_URL (${describeUrl(env.DATABASE_URL)}): ` +
+      `${firstLine(err)}; check that the server runs and accepts this user and database`
+    );
   }
   return `${failed}: ${firstLine(err)}`;
 }

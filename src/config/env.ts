@@ -37,7 +37,7 @@ export class Env {
   @Max(65535)
   PORT: number = 3000;
 
-  @Matches(/^[A-Za-z0-9.:\-\[\]]{1,255}$/, { message: 'must be a host name or IP address' })
+  @Matches(/^[A-Za-z0-9.:\-[\]]{1,255}$/, { message: 'must be a host name or IP address' })
   HOST: string = '127.0.0.1';
 
   @IsString()

@@ -5,6 +5,7 @@ import { ServerTransitionsService } from '../../src/modules/lifecycle/server-tra
 import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { claimFor, invariants, makeWorker } from '../support/workers';
+import { required } from '../../src/common/required';
 
 interface Cost {
   total_usd: number;
@@ -71,13 +72,15 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
   /** Pretends the attempt started (and was last rolled up) `seconds` earlier: the next report accrues that much. */
   const rewind = (submissionId: string, seconds: number) =>
     t.dataSource.query(
-      `UPDATE billing_attempts SET started_at = started_at - make_interval(secs => $2), rolled_up_to = rolled_up_to - make_interval(secs => $2) WHERE submission_id = $1`,
+      `UPDATE billing_attempts SET started_at = started_at - make_interval(secs => $2),
+                                   rolled_up_to = rolled_up_to - make_interval(secs => $2) WHERE submission_id = $1`,
       [submissionId, seconds],
     );
   /** Exact closed usage of a run in unit-seconds per resource name, from the run aggregate (shards summed). */
   const runUsageSeconds = async (runId: string): Promise<Record<string, string>> => {
     const rows: { name: string; usage: string }[] = await t.dataSource.query(
-      `SELECT r.name, SUM(u.usage)::text AS usage FROM billing_run_usage u JOIN resources r ON r.id = u.resource_id WHERE u.run_id = $1 GROUP BY r.name`,
+      `SELECT r.name, SUM(u.usage)::text AS usage FROM billing_run_usage u JOIN resources r ON r.id = u.resource_id
+         WHERE u.run_id = $1 GROUP BY r.name`,
       [runId],
     );
     return Object.fromEntries(rows.map((r) => [r.name, r.usage]));
@@ -139,7 +142,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     expect(after.find((r: { name: string }) => r.name === 'disk')).toMatchObject({ version: 3 });
   });
 
-  it('bills every ancestor: a group costs what its subtree does, the root what the run does, in the run view too', async () => {
+  it('bills every ancestor: a group costs its subtree, the root the whole run, in the run view too', async () => {
     const run = await makeRun(t, owner, project);
     const [a, b] = await makeGroupChain(t, owner, project, run.id, 2);
     const [c] = await makeGroupChain(t, owner, project, run.id, 1);
@@ -164,7 +167,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     expect(ga.total_usd).toBeCloseTo(hours(a, b) * PER_HOUR, 4);
     expect(gc.total_usd).toBeCloseTo(hours(c) * PER_HOUR, 4);
     expect(root.total_usd).toBeCloseTo(hours(0, a, b, c) * PER_HOUR, 4);
-    expectHours(item(ga, 'cpu')!.usage, hours(a, b));
+    expectHours(required(item(ga, 'cpu'), 'the cpu item').usage, hours(a, b));
     expect(item(ga, 'memory')).toMatchObject({ unit: 'GiB-hour' });
     expect(item(ga, 'gpu')).toBeUndefined();
     // Closed usage only: nothing is running any more.
@@ -257,7 +260,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await t.app.get(ServerTransitionsService).expireLapsedLeases(100);
     const cost = await runCost(run);
     expect(cost.running_usd).toBe(0);
-    expectHours(item(cost, 'cpu')!.usage, 300 / 3600);
+    expectHours(required(item(cost, 'cpu'), 'the cpu item').usage, 300 / 3600);
   });
 
   it('splits per-day rows at UTC midnight; they add up to the run', async () => {
@@ -267,7 +270,10 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await w.running(s.id);
     // Started 23:00 UTC yesterday: the heartbeat's accrual spans midnight.
     await t.dataSource.query(
-      `UPDATE billing_attempts SET started_at = (date_trunc('day', now() AT TIME ZONE 'UTC') - interval '1 hour') AT TIME ZONE 'UTC', rolled_up_to = (date_trunc('day', now() AT TIME ZONE 'UTC') - interval '1 hour') AT TIME ZONE 'UTC' WHERE submission_id = $1`,
+      `UPDATE billing_attempts
+          SET started_at = (date_trunc('day', now() AT TIME ZONE 'UTC') - interval '1 hour') AT TIME ZONE 'UTC',
+              rolled_up_to = (date_trunc('day', now() AT TIME ZONE 'UTC') - interval '1 hour') AT TIME ZONE 'UTC'
+        WHERE submission_id = $1`,
       [s.id],
     );
     await w.heartbeat(s.id);
@@ -288,15 +294,18 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     ]);
     // The run's usage = its share of the day rows (exact numeric comparison in SQL).
     const [check] = await t.dataSource.query(
-      `SELECT (SELECT SUM(usage) FROM billing_run_usage WHERE run_id = $1) = (SELECT SUM(usage) FROM billing_job_usage WHERE run_id = $1) AS same,
-              (SELECT SUM(sr.quantity * EXTRACT(EPOCH FROM (a.rolled_up_to - a.started_at))) FROM billing_attempts a JOIN submission_resources sr USING (submission_id) WHERE a.submission_id = $2)
+      `SELECT (SELECT SUM(usage) FROM billing_run_usage WHERE run_id = $1) =
+              (SELECT SUM(usage) FROM billing_job_usage WHERE run_id = $1) AS same,
+              (SELECT SUM(sr.quantity * EXTRACT(EPOCH FROM (a.rolled_up_to - a.started_at))) FROM billing_attempts a
+               JOIN submission_resources sr USING (submission_id) WHERE a.submission_id = $2)
                 = (SELECT SUM(usage) FROM billing_run_usage WHERE run_id = $1) AS exact`,
       [run.id, s.id],
     );
     expect(check).toEqual({ same: true, exact: true });
     // The project has only this run: its day rows (yesterday + today) add up to the run's usage.
     const [sums] = await t.dataSource.query(
-      `SELECT (SELECT SUM(usage) FROM billing_daily_usage WHERE project_id = $1) = (SELECT SUM(usage) FROM billing_run_usage WHERE run_id = $2) AS same,
+      `SELECT (SELECT SUM(usage) FROM billing_daily_usage WHERE project_id = $1) =
+              (SELECT SUM(usage) FROM billing_run_usage WHERE run_id = $2) AS same,
               (SELECT count(DISTINCT day) FROM billing_daily_usage WHERE project_id = $1)::int AS days`,
       [own.id, run.id],
     );
@@ -339,7 +348,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await makeRun(t, owner, capped.name);
   });
 
-  it('bills each attempt at the rate pinned when it started: a rate change mid-run applies to later attempts', async () => {
+  it('bills each attempt at the rate pinned when it started; a rate change mid-run applies to later ones', async () => {
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
     const [first] = await claimOf(run);
     await w.running(first.id);
@@ -354,7 +363,7 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await rewind(first.id, 3600);
     await w.complete(first.id, DONE);
     const before = await runCost(run);
-    expect(item(before, 'cpu')!.cost_usd).toBeCloseTo(2 * CPU, 4);
+    expect(item(before, 'cpu')?.cost_usd).toBeCloseTo(2 * CPU, 4);
 
     await t.http
       .post(`${runUrl(run)}/job-groups/0/jobs`)
@@ -365,12 +374,13 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     await execute(second, 3600);
     const after = await runCost(run);
     // Three hours of cpu, plus the real seconds the test's own requests took (see expectHours).
-    expectHours(item(after, 'cpu')!.usage, 3);
-    expect(item(after, 'cpu')!.cost_usd).toBeCloseTo(2 * CPU + 0.08, 4);
-    expect(item(after, 'memory')!.cost_usd).toBeCloseTo(3 * MEM, 4);
+    expectHours(required(item(after, 'cpu'), 'cpu item').usage, 3);
+    expect(item(after, 'cpu')?.cost_usd).toBeCloseTo(2 * CPU + 0.08, 4);
+    expect(item(after, 'memory')?.cost_usd).toBeCloseTo(3 * MEM, 4);
     expect(after.total_usd).toBeCloseTo(2 * CPU + 0.08 + 3 * MEM, 4);
     const pinned: { version: number }[] = await t.dataSource.query(
-      `SELECT r.version FROM submission_resources sr JOIN resources r ON r.id = sr.resource_id WHERE sr.submission_id = ANY($1::uuid[]) AND r.name = 'cpu' ORDER BY r.version`,
+      `SELECT r.version FROM submission_resources sr JOIN resources r ON r.id = sr.resource_id
+         WHERE sr.submission_id = ANY($1::uuid[]) AND r.name = 'cpu' ORDER BY r.version`,
       [[first.id, second.id]],
     );
     expect(pinned.map((p) => p.version)).toEqual([1, 2]);

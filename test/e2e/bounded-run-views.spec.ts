@@ -4,6 +4,7 @@ import { EntityManager } from 'typeorm';
 import { AddAbortedToJobGroupCounters1765238400000 } from '../../migrations/1765238400000-AddAbortedToJobGroupCounters';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
 import { claimFor, invariants, makeWorker } from '../support/workers';
+import { required } from '../../src/common/required';
 
 /*
  * Bounded run views: job_counts by status from counters, at most jobs_limit jobs with jobs_truncated, and a list
@@ -95,7 +96,7 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
       expect(run).toMatchObject({ jobs_truncated: false, job_counts: { submitted: 250 } });
     });
 
-    it('the list shows the first 100 jobs by (job_num, replica_num) by default, truncated, with every job counted', async () => {
+    it('by default the list shows the first 100 jobs by (job_num, replica_num), truncated, all counted', async () => {
       const page = await listRuns({ limit: 1 });
       const item = page.items[0];
       expect(item.id).toBe(run.id);
@@ -152,7 +153,7 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     expect(await getRun(run.id, { jobs_limit: 2 })).toMatchObject({ jobs_truncated: true });
   });
 
-  it('refuses jobs_limit outside 0..10,000 and job_submissions_limit of one run above 1,000, naming the field', async () => {
+  it("refuses jobs_limit outside 0..10,000 and one run's job_submissions_limit over 1,000, naming it", async () => {
     const run = await makeRun(t, owner, project);
     for (const url of [runsUrl(), '/api/v1/runs', `${runsUrl()}/${run.id}`]) {
       for (const bad of [10_001, 100_000, -1, 1.5, 'ten']) {
@@ -174,7 +175,7 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     await t.http.get(`${runsUrl()}/${run.id}`).query({ job_submissions_limit: 1000 }).set(owner.auth).expect(200);
   });
 
-  it('job_counts stay exact through claims, running, outcomes, a group cancel with jobs on workers, and an abort', async () => {
+  it('job_counts stay exact through claims, running, outcomes, a group cancel with live jobs, an abort', async () => {
     const run = await makeRun(t, owner, project, {
       job_groups: [{ ref: 'g' }],
       jobs: [
@@ -186,7 +187,10 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     /** job_counts from GET and from the list agree with each other and with the jobs' statuses. */
     const counts = async (): Promise<Record<string, number>> => {
       const one = (await getRun(run.id, { jobs_limit: 0 })).job_counts;
-      const listed = (await listRuns({ limit: 100, jobs_limit: 0 })).items.find((r) => r.id === run.id)!.job_counts;
+      const listed = required(
+        (await listRuns({ limit: 100, jobs_limit: 0 })).items.find((r) => r.id === run.id),
+        'the run in the list',
+      ).job_counts;
       expect(listed).toEqual(one);
       expect(one).toEqual(tally(await allJobs(run.id)));
       return one;
@@ -237,7 +241,8 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     expect((await invariants(t, admin)).mismatches).toEqual([]);
   });
 
-  it('the migration that added n_aborted backfills what the lifecycle keeps (replayed over the rows the test above left)', async () => {
+  // Replayed over the rows the test above left.
+  it('the migration that added n_aborted backfills what the lifecycle keeps', async () => {
     const counters = (q: {
       query: (sql: string) => Promise<{ run_id: string; job_group_id: number; n_aborted: number }[]>;
     }) => q.query(`SELECT run_id, job_group_id, n_aborted FROM job_group_counters ORDER BY run_id, job_group_id`);
@@ -256,7 +261,7 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     }
   });
 
-  it('a list page over big runs stays as small as one over runs of 100 jobs, and reads only what it shows', async () => {
+  it('a list page of big runs stays as small as one of runs of 100 jobs, and reads only what it shows', async () => {
     const other = (await makeProject(t, owner)).name;
     const submit = (replicas: number) => makeRun(t, owner, other, { jobs: [{ spec: jobSpec(), replicas }] });
     for (let i = 0; i < 3; i++) await submit(100);

@@ -7,6 +7,7 @@ import { jobSpec, makeProject, makeRun } from '../support/factories';
 import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
 import { templateName, urlFor, withAdminClient, workerDatabaseUrl } from '../support/test-databases';
 import { invariants } from '../support/workers';
+import { required } from '../../src/common/required';
 
 interface Answer {
   what: string;
@@ -155,7 +156,7 @@ describe('the database going away', () => {
   });
   afterEach(() => proxy.restore());
 
-  it('/readyz answers 503 DATABASE_UNAVAILABLE at once while connections are refused, /healthz stays 200, and both recover', async () => {
+  it('/readyz is 503 DATABASE_UNAVAILABLE at once while connections are refused, /healthz 200; both heal', async () => {
     await t.http.get('/readyz').expect(200);
     await proxy.refuse();
     const started = Date.now();
@@ -201,7 +202,7 @@ describe('the database going away', () => {
     await servesNormally(t, a);
   });
 
-  it('connections cut again and again under load: every answer is 2xx or 503 DATABASE_UNAVAILABLE with Retry-After, never 500', async () => {
+  it('connections cut again and again under load: every answer 2xx or 503 (with Retry-After), never 500', async () => {
     let cuts = 0;
     const answers = await underLoad(t, a, 4000, 250, async () => {
       proxy.cut();
@@ -210,7 +211,8 @@ describe('the database going away', () => {
     const bad = answers.filter((x) => !isOk(x) && !isUnavailable(x));
     expect({ bad: bad.slice(0, 10), counts: summary(answers) }).toMatchObject({ bad: [] });
     expect(cuts).toBeGreaterThan(10);
-    expect(answers.filter(isOk).length).toBeGreaterThan(0); // it kept serving between cuts (how much depends on the machine)
+    // It kept serving between cuts (how much depends on the machine).
+    expect(answers.filter(isOk).length).toBeGreaterThan(0);
     process.stdout.write(`connections cut ${cuts} times; answers ${JSON.stringify(summary(answers))}\n`);
     await servesNormally(t, a);
   }, 60_000);
@@ -234,7 +236,7 @@ describeRealPostgres('pg_terminate_backend on the app connections (real PostgreS
     await t.close();
   });
 
-  it('every answer is 2xx or 503 DATABASE_UNAVAILABLE with Retry-After, never 500, and the app serves normally afterwards', async () => {
+  it('every answer 2xx or 503 (with Retry-After), never 500, and the app serves normally afterwards', async () => {
     let terminated = 0;
     const answers = await underLoad(t, a, 5000, 200, async () => {
       const { rows } = await killer.query<{ n: number }>(
@@ -344,7 +346,7 @@ describe('a read whose connection was lost', () => {
 
 describeRealPostgres('the database dropped under the app (real PostgreSQL)', () => {
   it('/readyz and the API answer 503 DATABASE_UNAVAILABLE at once, /healthz stays 200', async () => {
-    const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
+    const adminUrl = required(process.env.RUNPLANE_TEST_ADMIN_URL, 'RUNPLANE_TEST_ADMIN_URL');
     const name = `${templateName().replace(/_tpl$/, '')}_w${process.env.JEST_WORKER_ID ?? '1'}_dropped`;
     await withAdminClient(adminUrl, (c) =>
       c.query(`CREATE DATABASE "${name}" TEMPLATE "${templateName()}" STRATEGY FILE_COPY`),

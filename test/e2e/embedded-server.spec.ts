@@ -56,7 +56,8 @@ describe('the server on its embedded database', () => {
     const result = await runCli({ RUNPLANE_DATA_DIR: join(dir, 'never'), PORT: 'eighty' }, ['serve']);
     expect(result.code).toBe(1);
     expect(result.output).toBe(
-      'runplane: Invalid configuration: PORT="eighty" must be an integer port; fix it and start again (the README lists every variable)\n',
+      'runplane: Invalid configuration: PORT="eighty" must be an integer port; fix it and start again (the README ' +
+        'lists every variable)\n',
     );
   });
 
@@ -70,7 +71,8 @@ describe('the server on its embedded database', () => {
       expect(result.code).toBe(1);
       // The first admin's token line (written before listening) may come first; the rest is the one line.
       expect(result.stderr).toBe(
-        `runplane: cannot listen on 127.0.0.1:${port}: the port is already in use; stop what listens there, or set PORT to a free port (0 picks one)\n`,
+        `runplane: cannot listen on 127.0.0.1:${port}: the port is already in use; stop what listens there, or set ` +
+          `PORT to a free port (0 picks one)\n`,
       );
       expect(result.output).not.toMatch(/"level"|EADDRINUSE|\n\s+at /);
       expect(existsSync(`${dataDir}.lock`)).toBe(false);
@@ -89,7 +91,8 @@ describe('the server on its embedded database', () => {
     ]);
     expect(result.code).toBe(1);
     expect(result.output).toBe(
-      `runplane: cannot connect to the PostgreSQL server at DATABASE_URL (127.0.0.1:${port}/runplane): connect ECONNREFUSED 127.0.0.1:${port}; check that the server runs and accepts this user and database\n`,
+      `runplane: cannot connect to the PostgreSQL server at DATABASE_URL (127.0.0.1:${port}/runplane): connect ` +
+        `ECONNREFUSED 127.0.0.1:${port}; check that the server runs and accepts this user and database\n`,
     );
   }, 60_000);
 

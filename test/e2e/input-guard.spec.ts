@@ -49,7 +49,7 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
       expect(await rowCounts(t)).toEqual(before);
     });
 
-    it('on every other writing route: groups, jobs, cancel reason, projects, members, users, rates, worker reports', async () => {
+    it('on the other writing routes: groups, jobs, cancel, projects, members, users, rates, reports', async () => {
       const admin = await t.user('admin');
       const service = await t.user('service');
       const groups = `${runs}/${runId}/job-groups`;
@@ -195,9 +195,10 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
     });
   });
 
-  describe('prototype-named keys (__proto__, constructor, prototype) → 400 like any unknown field, at every level', () => {
+  describe('keys named __proto__, constructor or prototype → 400 like any unknown field, at every level', () => {
     const job = (specExtra = '', jobExtra = '', resourcesExtra = '', envExtra = '') =>
-      `{${jobExtra}"spec":{${specExtra}"commands":["x"],"env":{${envExtra}"A":"1"},"resources":{${resourcesExtra}"cpu":1,"memory_mib":1}}}`;
+      `{${jobExtra}"spec":{${specExtra}"commands":["x"],"env":{${envExtra}"A":"1"},` +
+      `"resources":{${resourcesExtra}"cpu":1,"memory_mib":1}}}`;
     const CASES: [string, string, string][] = [];
     for (const key of ['__proto__', 'constructor', 'prototype']) {
       const value = key === '__proto__' ? '{"polluted":true}' : '1';
@@ -237,7 +238,7 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
   });
 
   describe('a body that is not a JSON object', () => {
-    it('JSON that is an array, a string, or not JSON at all → 400 naming body; an unknown charset or encoding → 415', async () => {
+    it('an array, a string or no JSON at all → 400 naming body; an unknown charset or encoding → 415', async () => {
       const before = await rowCounts(t);
       expectFieldError(await postRaw('/api/v1/projects', '[{"name":"x"}]'), 400, 'VALIDATION_FAILED', 'body');
       expectFieldError(await postRaw('/api/v1/projects', '"x"'), 400, 'VALIDATION_FAILED', 'body');

@@ -29,7 +29,7 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
     t.http.post(path).set(user.auth).set('Content-Type', 'application/json').send(json);
 
   describe('numbers on their value, within what their column stores', () => {
-    it('billing_limit_usd (numeric(18,6)): below a micro-dollar, non-multiples and beyond the column are 400; nothing created', async () => {
+    it('billing_limit_usd (numeric(18,6)): under 1e-6, off the grid or too big is 400; nothing created', async () => {
       const before = await rowCounts(t);
       for (const text of ['1e-7', '1.5e-7', '0.0000001', '0.1234567', '1e12', '1e308', '-1', '1e400']) {
         const res = await postRaw('/api/v1/projects', `{"name":"${uniqueName('num')}","billing_limit_usd":${text}}`);
@@ -229,7 +229,7 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
   });
 
   describe('routes that take no body refuse one', () => {
-    it('POST /users/me/tokens: each JSON field named, other content named body; no token minted; {} and nothing accepted', async () => {
+    it('POST /users/me/tokens: JSON fields named, else body; no token minted; {} and nothing accepted', async () => {
       const tokens = async () =>
         (await t.dataSource.query('SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1', [owner.id]))[0]
           .n as number;

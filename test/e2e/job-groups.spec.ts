@@ -158,7 +158,7 @@ describe('job groups: tree, counts, cancellation', () => {
     expect(runView.status).toBe('submitted');
   });
 
-  it('refuses groups and jobs under a cancelled group (409 GROUP_CANCELLED), and repeats return the first record', async () => {
+  it('refuses groups and jobs in a cancelled group (409 GROUP_CANCELLED); repeats get the first record', async () => {
     const run = await makeRun(t, owner, project);
     const [a, b] = await makeGroupChain(t, owner, project, run.id, 2);
     const first = await cancel(run, a, 'first').expect(200);
@@ -228,7 +228,8 @@ describe('job groups: tree, counts, cancellation', () => {
   it('refuses bad input on every group route with 4xx and writes nothing', async () => {
     const run = await makeRun(t, owner, project);
     const before = await t.dataSource.query(
-      'SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS g, (SELECT count(*) FROM jobs WHERE run_id = $1)::int AS j',
+      'SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS g, ' +
+        '(SELECT count(*) FROM jobs WHERE run_id = $1)::int AS j',
       [run.id],
     );
     const url = runUrl(run);
@@ -270,7 +271,8 @@ describe('job groups: tree, counts, cancellation', () => {
       expect(res.body.code).toEqual(expect.any(String));
     }
     const after = await t.dataSource.query(
-      'SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS g, (SELECT count(*) FROM jobs WHERE run_id = $1)::int AS j',
+      'SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS g, ' +
+        '(SELECT count(*) FROM jobs WHERE run_id = $1)::int AS j',
       [run.id],
     );
     expect(after).toEqual(before);

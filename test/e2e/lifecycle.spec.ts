@@ -4,6 +4,7 @@ import { DONE, ERROR, NO_CAPACITY } from '../../bench/reference-worker';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
 import { claimFor, invariants, makeWorker } from '../support/workers';
+import { required } from '../../src/common/required';
 
 describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fast, leases', () => {
   let t: TestApp;
@@ -119,7 +120,7 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(after.finished_at).toEqual(expect.any(String));
   });
 
-  it("keeps a worker's provisioning and runtime data as sent, key order included, in the run and in the list", async () => {
+  it("keeps a worker's provisioning and runtime data as sent, key order included, in run and list", async () => {
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
     const w = makeWorker(t, service, 'w-data');
     const [s] = await claimOf(w, run);
@@ -135,14 +136,18 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     const page = (
       await t.http.get(`/api/v1/projects/${project}/runs?limit=100&job_submissions_limit=1`).set(owner.auth).expect(200)
     ).body as { items: RunResponse[] };
-    const listed = page.items.find((r) => r.id === run.id)!.jobs[0].job_submissions[0];
+    const listed = required(
+      page.items.find((r) => r.id === run.id),
+      'the run in the list',
+    ).jobs[0].job_submissions[0];
     for (const sub of [single, listed] as unknown as { provisioning_data: unknown; runtime_data: unknown }[]) {
       expect(JSON.stringify(sub.provisioning_data)).toBe(JSON.stringify(provisioning));
       expect(JSON.stringify(sub.runtime_data)).toBe(JSON.stringify(runtime));
     }
   });
 
-  it('retries within the policy: a new submission in the same transaction, status pending/retrying, stale old reports refused', async () => {
+  // Stale reports about the old submission are refused.
+  it('retries within the policy: a new submission in the same transaction, pending/retrying', async () => {
     const run = await makeRun(t, owner, project, { retry: { on_events: ['error'], max_attempts: 3 } });
     const w = makeWorker(t, service, 'w-retry');
     const [s0] = await claimOf(w, run);
@@ -227,7 +232,7 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(await claimOf(w, run)).toEqual([]);
   });
 
-  it('fail-fast cancels the group when its failures reach cancel_after_n_failures, in the same transaction', async () => {
+  it('fail-fast cancels the group once its failures reach cancel_after_n_failures, in that transaction', async () => {
     const run = await makeRun(t, owner, project, {
       job_groups: [{ ref: 'ff', cancel_after_n_failures: 2 }],
       jobs: [{ group_ref: 'ff', spec: jobSpec(), replicas: 5 }, { spec: jobSpec() }],
@@ -254,7 +259,10 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     expect(g.counts).toEqual({ n_jobs: 5, n_completed: 5, n_succeeded: 0, n_failed: 2, n_cancelled: 3 });
     expect((await w.heartbeat(inGroup[2].id)).body.cancel_requested).toBe(true);
     for (const c of inGroup.slice(2)) await w.complete(c.id, { status: 'terminated', termination_reason: 'fail_fast' });
-    const other = claimed.find((c) => c.job_group_id === 0)!;
+    const other = required(
+      claimed.find((c) => c.job_group_id === 0),
+      'a claimed job of group 0',
+    );
     await w.execute(other, DONE);
     expect(await group(run, 0)).toMatchObject({ counts: { n_jobs: 6, n_succeeded: 1, n_failed: 2, n_cancelled: 3 } });
     expect((await getRun(run)).status).toBe('failed');

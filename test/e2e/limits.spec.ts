@@ -22,7 +22,7 @@ describe('request rate limits', () => {
   });
   afterAll(() => t.close());
 
-  it('answers 429 RATE_LIMITED with Retry-After past the limit, per principal (every token of it), not per address', async () => {
+  it('answers 429 RATE_LIMITED with Retry-After past the limit, per principal (all its tokens), not IP', async () => {
     const user = await t.user();
     for (let i = 0; i < 5; i++) await t.http.get('/api/v1/users/me').set(user.auth).expect(200);
     const refused = await t.http.get('/api/v1/users/me').set(user.auth).expect(429);
@@ -130,7 +130,8 @@ describe('idempotency keys keep a reference, not the response', () => {
   const keyRow = async (key: string) =>
     (
       await t.dataSource.query(
-        `SELECT resource_kind, resource_id, response_status, pg_column_size(k.*) AS bytes FROM idempotency_keys k WHERE key = $1`,
+        `SELECT resource_kind, resource_id, response_status, pg_column_size(k.*) AS bytes FROM idempotency_keys k
+           WHERE key = $1`,
         [key],
       )
     )[0];
@@ -151,7 +152,8 @@ describe('idempotency keys keep a reference, not the response', () => {
     expect(row).toMatchObject({ resource_kind: 'run', resource_id: first.body.id, response_status: 201 });
     expect(row.bytes).toBeLessThan(400);
     const columns = await t.dataSource.query(
-      `SELECT column_name FROM information_schema.columns WHERE table_name = 'idempotency_keys' AND data_type IN ('jsonb', 'json')`,
+      `SELECT column_name FROM information_schema.columns
+         WHERE table_name = 'idempotency_keys' AND data_type IN ('jsonb', 'json')`,
     );
     expect(columns).toEqual([]);
 
@@ -271,7 +273,8 @@ describe('queued jobs per project', () => {
       await t.dataSource.query(
         `SELECT (SELECT count(*) FROM runs WHERE project_id = $1)::int AS runs,
                 (SELECT count(*) FROM jobs j JOIN runs r ON r.id = j.run_id WHERE r.project_id = $1)::int AS jobs,
-                (SELECT count(*) FROM job_groups g JOIN runs r ON r.id = g.run_id WHERE r.project_id = $1)::int AS groups,
+                (SELECT count(*) FROM job_groups g JOIN runs r ON r.id = g.run_id
+                 WHERE r.project_id = $1)::int AS groups,
                 (SELECT count(*) FROM idempotency_keys)::int AS keys`,
         [projectId],
       )

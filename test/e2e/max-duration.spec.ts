@@ -2,6 +2,7 @@ import { ServerTransitionsService } from '../../src/modules/lifecycle/server-tra
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
 import { claimFor, invariants, makeWorker } from '../support/workers';
+import { required } from '../../src/common/required';
 
 describe('max_duration_s enforced by the server: overdue running submissions end max_duration_exceeded', () => {
   let t: TestApp;
@@ -24,7 +25,8 @@ describe('max_duration_s enforced by the server: overdue running submissions end
     new Map(
       (
         await t.dataSource.query<{ id: string; seconds: number | null }[]>(
-          `SELECT id, extract(epoch FROM deadline_at - started_at)::float8 AS seconds FROM job_submissions WHERE id = ANY($1)`,
+          `SELECT id, extract(epoch FROM deadline_at - started_at)::float8 AS seconds FROM job_submissions
+             WHERE id = ANY($1)`,
           [ids],
         )
       ).map((r) => [r.id, r.seconds === null ? null : Number(r.seconds)]),
@@ -32,18 +34,21 @@ describe('max_duration_s enforced by the server: overdue running submissions end
   /** As if the submission had been running (and billed from) `seconds` ago and its deadline had just passed. */
   const overdue = async (id: string, seconds: number) => {
     await t.dataSource.query(
-      `UPDATE job_submissions SET started_at = now() - make_interval(secs => $2), last_heartbeat_at = now() - make_interval(secs => $2),
+      `UPDATE job_submissions SET started_at = now() - make_interval(secs => $2),
+                                  last_heartbeat_at = now() - make_interval(secs => $2),
               deadline_at = now() - interval '1 second' WHERE id = $1`,
       [id, seconds],
     );
     await t.dataSource.query(
-      `UPDATE billing_attempts SET started_at = started_at - make_interval(secs => $2), rolled_up_to = rolled_up_to - make_interval(secs => $2)
+      `UPDATE billing_attempts SET started_at = started_at - make_interval(secs => $2),
+                                   rolled_up_to = rolled_up_to - make_interval(secs => $2)
         WHERE submission_id = $1`,
       [id, seconds],
     );
   };
 
-  it('sets the deadline at running, ends only overdue submissions, bills them, never retries them, refuses the worker', async () => {
+  // The ended submission's worker is then refused (409 STALE_SUBMISSION).
+  it('sets the deadline at running, ends only overdue submissions, bills them, never retries them', async () => {
     const run = await makeRun(t, owner, project, {
       retry: { on_events: ['error', 'interruption', 'no_capacity'], max_attempts: 3 },
       jobs: [{ spec: jobSpec({ max_duration_s: 60 }) }, { spec: jobSpec() }],
@@ -52,9 +57,19 @@ describe('max_duration_s enforced by the server: overdue running submissions end
     const claimed = await claimFor(w, run.id, 2);
     expect(claimed).toHaveLength(2);
     for (const c of claimed) expect((await w.running(c.id)).status).toBe(200);
-    const jobId = (n: number) => run.jobs.find((j) => j.job_num === n)!.id;
-    const limited = claimed.find((c) => c.job_id === jobId(0))!;
-    const unlimited = claimed.find((c) => c.job_id === jobId(1))!;
+    const jobId = (n: number) =>
+      required(
+        run.jobs.find((j) => j.job_num === n),
+        `job ${n}`,
+      ).id;
+    const limited = required(
+      claimed.find((c) => c.job_id === jobId(0)),
+      'the claimed job 0',
+    );
+    const unlimited = required(
+      claimed.find((c) => c.job_id === jobId(1)),
+      'the claimed job 1',
+    );
     expect(await deadlines([limited.id, unlimited.id])).toEqual(
       new Map([
         [limited.id, 60],

@@ -7,6 +7,7 @@ import { generateApiTypes } from '../../scripts/openapi-types';
 import { createRunplaneClient } from '../../src/client';
 import { jobSpec } from '../support/factories';
 import { createTestApp, TestApp, uniqueName } from '../support/test-app';
+import { required } from '../../src/common/required';
 
 const root = join(__dirname, '..', '..');
 
@@ -20,7 +21,7 @@ describe('OpenAPI document and typed client', () => {
   });
   afterAll(() => t.close());
 
-  it('openapi.json (committed) is what the app serves: run `npm run openapi` after changing a route or DTO', async () => {
+  it('the committed openapi.json is what the app serves (`npm run openapi` after a route or DTO change)', async () => {
     const served = (await t.http.get('/docs-json').expect(200)).body;
     const committed = JSON.parse(readFileSync(join(root, 'openapi.json'), 'utf8'));
     expect(served).toEqual(committed);
@@ -45,14 +46,14 @@ describe('OpenAPI document and typed client', () => {
     const api = createRunplaneClient(url, owner.token);
     const project = await api.POST('/api/v1/projects', { body: { name: uniqueName('client') } });
     expect(project.response.status).toBe(201);
-    const name = project.data!.name;
+    const name = required(project.data, 'the created project').name;
 
     const submitted = await api.POST('/api/v1/projects/{project}/runs', {
       params: { path: { project: name } },
       body: { run_name: 'typed', jobs: [{ replicas: 2, spec: jobSpec() }] },
     });
     expect(submitted.response.status).toBe(201);
-    const run = submitted.data!;
+    const run = required(submitted.data, 'the submitted run');
     expect(run.jobs.map((j) => j.replica_num)).toEqual([0, 1]);
 
     const read = await api.GET('/api/v1/projects/{project}/runs/{runId}', {
@@ -69,7 +70,7 @@ describe('OpenAPI document and typed client', () => {
     const page = await api.GET('/api/v1/projects/{project}/runs', {
       params: { path: { project: name }, query: { limit: 1, include_jobs: false } },
     });
-    expect(page.data!.items.map((r) => r.id)).toEqual([run.id]);
+    expect(page.data?.items.map((r) => r.id)).toEqual([run.id]);
 
     // Errors come back typed as the documented error shape.
     const missing = await api.GET('/api/v1/projects/{project}', { params: { path: { project: 'no-such-project' } } });

@@ -7,6 +7,7 @@ import { Example, FuzzContext, FuzzRequest, invalidExamples, short } from '../su
 import { OpenApiDocument, Operation, operationsOf, routeKey, SchemaValidator } from '../support/openapi-schema';
 import { createTestApp, TestApp, TestUser, uniqueName } from '../support/test-app';
 import { claimFor, makeWorker } from '../support/workers';
+import { required } from '../../src/common/required';
 
 /**
  * The OpenAPI document is the contract: for every documented route, a valid request gets a documented 2xx whose body
@@ -83,7 +84,8 @@ describe('OpenAPI contract (fuzzed)', () => {
         .map(([s, n]) => `${s}×${n}`)
         .join(' ');
       process.stdout.write(
-        `openapi-fuzz: ${ops.length} routes, ${examples} requests (${ops.length} valid + ${examples - ops.length} invalid, ${RUNS} per route), statuses ${seen}, ${failures.length} failures, seed ${SEED}\n`,
+        `openapi-fuzz: ${ops.length} routes, ${examples} requests (${ops.length} valid + ${examples - ops.length} ` +
+          `invalid, ${RUNS} per route), statuses ${seen}, ${failures.length} failures, seed ${SEED}\n`,
       );
       if (failures.length && process.env.FUZZ_FAILURES_FILE)
         writeFileSync(process.env.FUZZ_FAILURES_FILE, failures.join('\n'));
@@ -148,7 +150,10 @@ interface Fixtures {
   foreign: Record<string, (string | number)[]>;
 }
 
-/** An admin, a project owner, a service account; a run with nested groups and jobs; a claimed submission; a finished run. */
+/**
+ * An admin, a project owner, a service account; a run with nested groups and jobs; a claimed submission; a finished
+ * run.
+ */
 async function buildFixtures(t: TestApp): Promise<Fixtures> {
   const [admin, owner, outsider, service] = await Promise.all([
     t.user('admin'),
@@ -168,7 +173,10 @@ async function buildFixtures(t: TestApp): Promise<Fixtures> {
     job_groups: [{ ref: 'a' }, { ref: 'b', parent_ref: 'a', cancel_after_n_failures: 2 }],
     jobs: [{ spec: jobSpec() }, { group_ref: 'b', replicas: 2, spec: jobSpec() }],
   });
-  const groupId = run.jobs.find((j) => j.job_group_id !== 0)!.job_group_id;
+  const groupId = required(
+    run.jobs.find((j) => j.job_group_id !== 0),
+    'a job outside group 0',
+  ).job_group_id;
   const cancellable = await t.http
     .post(`/api/v1/projects/${project}/runs/${run.id}/job-groups`)
     .set(owner.auth)
@@ -199,7 +207,7 @@ async function buildFixtures(t: TestApp): Promise<Fixtures> {
       project: [foreignProject],
       runId: [foreignRun.id],
       jobId: [foreignRun.jobs[0].id],
-      id: [foreignRun.jobs[0].latest_job_submission!.id],
+      id: [required(foreignRun.jobs[0].latest_job_submission, 'the latest submission').id],
     },
   };
 }
@@ -242,7 +250,8 @@ function validRequests(f: Fixtures): Record<string, Valid> {
       as(f.owner, { params: { project: f.project }, body: { billing_limit_usd: 1000 } }),
     'PUT /api/v1/projects/{project}/members': () =>
       as(f.owner, { params: { project: f.project }, body: { members: [{ user: f.owner.name, role: 'admin' }] } }),
-    // Every run of the fixtures, the finished one with its reported provisioning and runtime data, checked against the schema.
+    // Every run of the fixtures, the finished one with its reported provisioning and runtime data, checked against the
+    // schema.
     'GET /api/v1/runs': () =>
       as(f.owner, {
         query: {

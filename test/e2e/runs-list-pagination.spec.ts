@@ -12,6 +12,7 @@ import {
   stopRun,
   walk,
 } from '../support/runs-list';
+import { required } from '../../src/common/required';
 
 /*
  * The runs list's keyset pagination: newest first by (submitted_at, id), ties split across pages, no skips or
@@ -110,7 +111,7 @@ describe('runs list', () => {
       const last = await list(t, owner, projectRuns(project), {
         limit: 8,
         include_jobs: false,
-        cursor: eight.next_cursor!,
+        cursor: required(eight.next_cursor, 'next_cursor'),
       });
       expect(last.items.map((r) => r.id)).toEqual([sortKeys(keys, false)[8]]);
       expect(last.next_cursor).toBeNull();
@@ -121,12 +122,12 @@ describe('runs list', () => {
       const a = await list(t, owner, projectRuns(project), {
         limit: 2,
         include_jobs: false,
-        cursor: first.next_cursor!,
+        cursor: required(first.next_cursor, 'next_cursor'),
       });
       const b = await list(t, owner, projectRuns(project), {
         limit: 2,
         include_jobs: false,
-        cursor: first.next_cursor!,
+        cursor: required(first.next_cursor, 'next_cursor'),
       });
       expect(b).toEqual(a);
       expect(a.items.map((r) => r.id)).toEqual(sortKeys(keys, false).slice(2, 4));
@@ -237,7 +238,10 @@ describe('runs list', () => {
       const first = await list(t, user, projectRuns(p), { include_jobs: false });
       expect(first.items.map((r) => r.id)).toEqual(order.slice(0, 20));
       expect(first.next_cursor).not.toBeNull();
-      const second = await list(t, user, projectRuns(p), { include_jobs: false, cursor: first.next_cursor! });
+      const second = await list(t, user, projectRuns(p), {
+        include_jobs: false,
+        cursor: required(first.next_cursor, 'next_cursor'),
+      });
       expect(second.items.map((r) => r.id)).toEqual(order.slice(20));
       expect(second.next_cursor).toBeNull();
     });

@@ -5,6 +5,7 @@ import { seriesHistory, seriesNums } from '../support/submission-histories';
 import { ALL_RUNS, list, makeRuns, nums, projectRuns, stopRun } from '../support/runs-list';
 import { measure, Measured, submissionRowsVisited } from '../support/sql-counting';
 import { FETCH_PARTS } from '../../src/modules/jobs/latest-submissions.repository';
+import { required } from '../../src/common/required';
 
 /*
  * The runs list costs what it returns: a constant number of SQL statements per page, and rows read that do
@@ -83,7 +84,7 @@ describe('runs list', () => {
           const measured = await measure(t, async () => {
             page = await list(t, user, url, { limit: 20, ...query, ...q });
           });
-          results.push({ group, label, measured, page: page! });
+          results.push({ group, label, measured, page: required(page, 'page') });
         }
         const [small, big] = results;
         for (const r of results)
@@ -119,7 +120,10 @@ describe('runs list', () => {
         expect(small.measured.runner).toBeGreaterThanOrEqual(small.measured.viaDataSource);
         for (const c of counts) {
           expect(c.client).toBeGreaterThan(3);
-          const first = counts.find((x) => x.group === c.group)!;
+          const first = required(
+            counts.find((x) => x.group === c.group),
+            'first count',
+          );
           expect(c).toEqual({ ...first, label: c.label });
         }
         // no window function over submissions anywhere

@@ -11,6 +11,7 @@ import {
   WrittenSubmission,
 } from '../support/submission-histories';
 import { ALL_RUNS, list, nums, projectRuns, setRunStatus, stopRun } from '../support/runs-list';
+import { required } from '../../src/common/required';
 
 /*
  * The runs list's job_submissions_limit: the N newest existing submissions of every job, gaps in the numbering
@@ -37,7 +38,7 @@ describe('runs list', () => {
       const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }, { spec: jobSpec() }] });
       runId = run.id;
       untouchedJobId = run.jobs[1].id;
-      untouchedSubId = run.jobs[1].latest_job_submission!.id;
+      untouchedSubId = required(run.jobs[1].latest_job_submission, 'latest').id;
       gappy = {
         jobId: run.jobs[0].id,
         written: await giveHistory(t, run.jobs[0].id, [
@@ -76,12 +77,15 @@ describe('runs list', () => {
         expect(nums(job)).toEqual(expected);
         const byNum = new Map(gappy.written.map((s) => [s.num, s]));
         expect(job.job_submissions.map((s) => ({ ...s, cost_usd: undefined }))).toEqual(
-          expected.map((num) => ({ ...expectedSubmission(gappy.jobId, byNum.get(num)!), cost_usd: undefined })),
+          expected.map((num) => ({
+            ...expectedSubmission(gappy.jobId, required(byNum.get(num), `submission ${num}`)),
+            cost_usd: undefined,
+          })),
         );
         for (const s of job.job_submissions) expect(typeof s.cost_usd).toBe('number');
         // latest_job_submission is the newest submission, in full
         expect(job.latest_job_submission).toEqual(job.job_submissions[job.job_submissions.length - 1]);
-        expect(job.latest_job_submission!.submission_num).toBe(9);
+        expect(job.latest_job_submission?.submission_num).toBe(9);
         expect(job).toMatchObject({
           job_num: 0,
           replica_num: 0,
@@ -119,7 +123,7 @@ describe('runs list', () => {
         const job = page.items[0].jobs[0];
         expect(nums(job)).toEqual(history.slice(-10));
         expect(nums(job)).toEqual([8, 9, 11, 12, 13, 14, 17, 18, 19, 20]);
-        expect(job.latest_job_submission!.submission_num).toBe(20);
+        expect(job.latest_job_submission?.submission_num).toBe(20);
         expect(job.submission_count).toBe(21);
         const explicit = await list(t, owner, projectRuns(project), { limit: 1, job_submissions_limit: 10 });
         expect(explicit.items[0].jobs[0].job_submissions).toEqual(job.job_submissions);
@@ -242,7 +246,7 @@ describe('runs list', () => {
             expect(j.latest_job_submission?.submission_num).toBe(h[h.length - 1]);
             expect(j.latest_job_submission).toEqual(j.job_submissions[j.job_submissions.length - 1]);
             expect(j.submission_count).toBe(h[h.length - 1] + 1);
-            const own = written.get(j.id)!;
+            const own = required(written.get(j.id), 'written job');
             if (own.length > 0) {
               const ownIds = new Set(own.map((s) => s.id));
               for (const s of j.job_submissions) expect(ownIds.has(s.id)).toBe(true);

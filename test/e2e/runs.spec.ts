@@ -91,7 +91,8 @@ describe('runs: submit, get, stop, delete, history', () => {
 
   it('refuses bad submissions with 400 naming the field and writes nothing', async () => {
     const before = await t.dataSource.query(
-      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM job_groups)::int AS groups',
+      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, ' +
+        '(SELECT count(*) FROM job_groups)::int AS groups',
     );
     const cases: [unknown, string][] = [
       [{}, 'jobs'],
@@ -155,7 +156,8 @@ describe('runs: submit, get, stop, delete, history', () => {
       .expect(400);
     expect(deep.body.code).toBe('MAX_DEPTH_EXCEEDED');
     const after = await t.dataSource.query(
-      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM job_groups)::int AS groups',
+      'SELECT (SELECT count(*) FROM runs)::int AS runs, (SELECT count(*) FROM jobs)::int AS jobs, ' +
+        '(SELECT count(*) FROM job_groups)::int AS groups',
     );
     expect(after).toEqual(before);
   });
@@ -220,7 +222,7 @@ describe('runs: submit, get, stop, delete, history', () => {
     const url = `${base()}/${run.id}/jobs/${job.id}/submissions`;
     const fresh = await t.http.get(url).set(owner.auth).expect(200);
     expect(fresh.body).toEqual({
-      items: [expect.objectContaining({ id: job.latest_job_submission!.id, submission_num: 0 })],
+      items: [expect.objectContaining({ id: job.latest_job_submission?.id, submission_num: 0 })],
       next_cursor: null,
     });
     // Five attempts (numbers 0, 1, 3, 4, 6: gaps, as folding leaves them), in pages of two.

@@ -67,7 +67,7 @@ describeRealPostgres('TransactionRunner and a connection lost mid-transaction (r
     expect(await rows('twice')).toBe(0);
   });
 
-  it('never retries once the work has returned: the failure may have hit COMMIT after the server applied it', async () => {
+  it('never retries once the work has returned: the failure may be a COMMIT the server applied', async () => {
     let attempts = 0;
     const err = await runner
       .run(async (m) => {

@@ -35,8 +35,8 @@ describe('worker reports: bound to the claiming account, checked against the sta
   /** Everything a refused report must leave as it was: the submission's row and the API's view of its run. */
   const snapshot = async (run: RunResponse, submissionId: string) => {
     const [row] = await t.dataSource.query(
-      `SELECT status, termination_reason, exit_status, worker_id, claimed_by_user_id, claimed_at, started_at, finished_at,
-              lease_expires_at, last_heartbeat_at, provisioning_data::text, runtime_data::text
+      `SELECT status, termination_reason, exit_status, worker_id, claimed_by_user_id, claimed_at, started_at,
+              finished_at, lease_expires_at, last_heartbeat_at, provisioning_data::text, runtime_data::text
          FROM job_submissions WHERE id = $1`,
       [submissionId],
     );
@@ -70,7 +70,8 @@ describe('worker reports: bound to the claiming account, checked against the sta
     await w.execute(s, DONE);
   });
 
-  it("account B cannot report running, heartbeat or complete for A's submission, even with A's worker id: 404, nothing changes", async () => {
+  // A refused report changes nothing.
+  it("B cannot report running, heartbeat or complete for A's submission, even with A's worker id: 404", async () => {
     const run = await makeRun(t, owner, project, {
       retry: { on_events: ['error'], max_attempts: 3 },
       jobs: [{ spec: jobSpec() }],
@@ -126,7 +127,7 @@ describe('worker reports: bound to the claiming account, checked against the sta
     expect(before.group.counts).toMatchObject({ n_jobs: 1, n_completed: 1, n_succeeded: 1 });
   });
 
-  it("a submission B claimed is B's: A gets 404 on it, and both accounts' workers run their own side by side", async () => {
+  it("a submission B claimed is B's: A gets 404 on it; both accounts' workers run their own side by side", async () => {
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec(), replicas: 2 }] });
     const a = makeWorker(t, accountA, 'w-same');
     const b = makeWorker(t, accountB, 'w-same');
@@ -160,7 +161,8 @@ describe('worker reports: bound to the claiming account, checked against the sta
     await a.execute(s, DONE);
   });
 
-  it('refuses every (status, termination_reason) pair the state machine forbids with a 400 naming the field; nothing changes', async () => {
+  // A refused pair changes nothing.
+  it('refuses every (status, termination_reason) pair the state machine forbids: 400 naming the field', async () => {
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
     const a = makeWorker(t, accountA, 'w-pairs');
     const [s] = await claimFor(a, run.id);
@@ -195,7 +197,8 @@ describe('worker reports: bound to the claiming account, checked against the sta
     expect((await a.complete(s.id, DONE)).status).toBe(200);
   });
 
-  it('refuses done (and other outcomes that need a started job) for a submission that never reported running: 409, nothing changes', async () => {
+  // The 409 changes nothing.
+  it('refuses done (or another outcome needing a started job) before running was reported: 409', async () => {
     const run = await makeRun(t, owner, project, {
       retry: { on_events: ['error'], max_attempts: 3 },
       jobs: [{ spec: jobSpec() }],
@@ -244,7 +247,7 @@ describe('worker reports: bound to the claiming account, checked against the sta
     expect(doc.components.schemas.ClaimDto.properties.worker_id.pattern).toEqual(expect.any(String));
   });
 
-  it('accepts the outcomes allowed before running: failing to start, and a cancellation seen before starting', async () => {
+  it('accepts the outcomes allowed before running: failing to start, and a cancellation seen before it', async () => {
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec(), replicas: 3 }] });
     const a = makeWorker(t, accountA, 'w-prestart');
     const [s1, s2, s3] = await claimFor(a, run.id, 3);

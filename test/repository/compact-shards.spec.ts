@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import { BillingRepository } from '../../src/modules/billing/billing.repository';
 import { inRolledBackTransaction, openDataSource } from '../support/repository-tier';
+import { required } from '../../src/common/required';
 
 /**
  * Shard compaction: aggregate rows of one (scope, resource) spread over several tokens are folded into one row on
@@ -17,8 +18,14 @@ describe('BillingRepository.compactShards', () => {
     ds = await openDataSource();
     repo = new BillingRepository(ds);
     const rows: { id: number; name: string }[] = await ds.query(`SELECT id, name FROM resources WHERE version = 1`);
-    cpu = rows.find((r) => r.name === 'cpu')!.id;
-    memory = rows.find((r) => r.name === 'memory')!.id;
+    cpu = required(
+      rows.find((r) => r.name === 'cpu'),
+      'cpu',
+    ).id;
+    memory = required(
+      rows.find((r) => r.name === 'memory'),
+      'memory',
+    ).id;
   });
   afterAll(() => ds.destroy());
 

@@ -225,7 +225,7 @@ describe('SubmissionsRepository.finishIfLatest', () => {
           'done_by_runner',
           0,
         );
-        expect(got!.finished).toBe(workerId === 'w-1');
+        expect(got?.finished).toBe(workerId === 'w-1');
         // The latest submission and the job are held; the job's older submission is not.
         expect(await lockable()).toEqual([false, false, true]);
       } finally {

@@ -11,6 +11,7 @@ import {
   seriesNums,
   WrittenSubmission,
 } from '../support/submission-histories';
+import { required } from '../../src/common/required';
 
 /** The latest-submission walk: for each job, its N newest existing submissions, in one statement for all jobs. */
 describe('LatestSubmissionsRepository: the latest-submission walk', () => {
@@ -94,7 +95,7 @@ describe('LatestSubmissionsRepository: the latest-submission walk', () => {
   });
 
   it('rows come back as the API shows them: ISO times in UTC with milliseconds, documents as stored', async () => {
-    const got = (await repo.latestPerJob([gappy], 6)).get(gappy)!;
+    const got = required((await repo.latestPerJob([gappy], 6)).get(gappy), 'gappy');
     // The documents are raw JSON text (spliced into responses unparsed): serialised, they read as stored.
     expect(JSON.parse(JSON.stringify(got))).toEqual(
       written.map((w) => ({ ...expectedSubmission(gappy, w), cost_usd: 0 })),
@@ -128,7 +129,7 @@ describe('LatestSubmissionsRepository: the latest-submission walk', () => {
         inside = await repo.latestPerJob(ids, 4, m);
       });
       expect(statementsOf(one.sql)).toBe(1);
-      expect(JSON.stringify([...inside!])).toBe(JSON.stringify([...outside!]));
+      expect(JSON.stringify([...required(inside, 'inside')])).toBe(JSON.stringify([...required(outside, 'outside')]));
     });
   });
 

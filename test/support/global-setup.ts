@@ -8,14 +8,16 @@ import {
   urlFor,
   withAdminClient,
 } from './test-databases';
+import { required } from '../../src/common/required';
 
 /** Runs once per jest run, outside the test sandbox: prepares the migrated template (or the embedded database). */
 export default async function globalSetup(): Promise<void> {
   process.env.RUNPLANE_TEST_RUN_ID = String(process.pid);
-  const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
+  const adminUrl = required(process.env.RUNPLANE_TEST_ADMIN_URL, 'RUNPLANE_TEST_ADMIN_URL (set by jest.config.js)');
   if (process.env.RUNPLANE_TEST_EMBEDDED === '1') {
     process.stdout.write(
-      `\nrunplane tests: no PostgreSQL server answered at ${new URL(adminUrl).host}; running on the EMBEDDED database (PGlite), one worker; tests that need real concurrency are skipped.\n`,
+      `\nrunplane tests: no PostgreSQL server answered at ${new URL(adminUrl).host}; running on the EMBEDDED ` +
+        `database (PGlite), one worker; tests that need real concurrency are skipped.\n`,
     );
     const started: EmbeddedPostgres[] = [];
     (globalThis as { __embedded?: EmbeddedPostgres[] }).__embedded = started;
@@ -30,7 +32,8 @@ export default async function globalSetup(): Promise<void> {
     return;
   }
   process.stdout.write(
-    `\nrunplane tests: PostgreSQL server at ${new URL(adminUrl).host}; one database per jest worker, cloned from a migrated template.\n`,
+    `\nrunplane tests: PostgreSQL server at ${new URL(adminUrl).host}; one database per jest worker, cloned from a ` +
+      `migrated template.\n`,
   );
   await withAdminClient(adminUrl, async (c) => {
     await dropStaleDatabases(c);

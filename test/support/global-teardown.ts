@@ -1,5 +1,6 @@
 import type { EmbeddedPostgres } from '../../src/infra/database/embedded-postgres';
 import { dropStaleDatabases, withAdminClient } from './test-databases';
+import { required } from '../../src/common/required';
 
 export default async function globalTeardown(): Promise<void> {
   const embedded = (globalThis as { __embedded?: EmbeddedPostgres[] }).__embedded;
@@ -7,5 +8,8 @@ export default async function globalTeardown(): Promise<void> {
     for (const e of embedded) await e.stop();
     return;
   }
-  await withAdminClient(process.env.RUNPLANE_TEST_ADMIN_URL!, dropStaleDatabases);
+  await withAdminClient(
+    required(process.env.RUNPLANE_TEST_ADMIN_URL, 'RUNPLANE_TEST_ADMIN_URL (set by jest.config.js)'),
+    dropStaleDatabases,
+  );
 }

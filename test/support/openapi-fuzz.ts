@@ -78,8 +78,10 @@ function slotsOf(
 
 function setAt(root: unknown, path: (string | number)[], value: unknown, remove = false): unknown {
   if (path.length === 0) return value;
-  const parent = path.slice(0, -1).reduce<any>((o, k) => o[k], root); // eslint-disable-line @typescript-eslint/no-explicit-any
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON value walked by a path of any depth
+  const parent = path.slice(0, -1).reduce<any>((o, k) => o[k], root);
   const last = path[path.length - 1];
+  // eslint-disable-next-line @typescript-eslint/no-dynamic-delete -- removing the field the path names is the point
   if (remove) delete parent[last];
   else if (typeof last === 'string') setOwn(parent, last, value);
   else parent[last] = value;
@@ -191,7 +193,8 @@ function bodyMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): fc.
   const slots = slotsOf(valid.body, schema, ctx);
   const broken = fc.constantFrom(...slots).chain((slot) =>
     breakerFor(slot.schema).map((breaker) => {
-      const current = slot.path.reduce<any>((o, k) => o?.[k], valid.body); // eslint-disable-line @typescript-eslint/no-explicit-any
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON value walked by a path of any depth
+      const current = slot.path.reduce<any>((o, k) => o?.[k], valid.body);
       const value = materialise(breaker, slot.schema, current);
       return example(
         `${slot.path.join('.') || '(body)'} = ${short(value)}`,
@@ -220,7 +223,8 @@ function bodyMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): fc.
         )
         .map(([slot, key, v]) => {
           const body = clone(valid.body);
-          const target = slot.path.reduce<any>((o, k) => o[k], body); // eslint-disable-line @typescript-eslint/no-explicit-any
+          // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON value walked by a path of any depth
+          const target = slot.path.reduce<any>((o, k) => o[k], body);
           setOwn(target, key, v);
           return example(`unknown field ${slot.path.join('.')}${slot.path.length ? '.' : ''}${key}`, body);
         }),

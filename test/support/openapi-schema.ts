@@ -1,4 +1,5 @@
 import Ajv, { ValidateFunction } from 'ajv';
+import { required } from '../../src/common/required';
 
 /** The parts of an OpenAPI 3.0 document the tests read. */
 export type Schema = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -86,7 +87,7 @@ export class SchemaValidator {
       this.cache.set(schema, validate);
     }
     if (validate(value)) return null;
-    const e = validate.errors![0];
+    const e = required(validate.errors?.[0], 'the reason the schema refused the value');
     return `${e.instancePath || '(root)'} ${e.message}${e.params ? ` ${JSON.stringify(e.params)}` : ''}`;
   }
 
@@ -94,7 +95,7 @@ export class SchemaValidator {
   resolve(schema: Schema | undefined, components: Record<string, Schema>): Schema {
     let s = schema ?? {};
     for (let i = 0; i < 10; i++) {
-      if (s.$ref) s = components[String(s.$ref).split('/').pop()!];
+      if (s.$ref) s = components[required(String(s.$ref).split('/').pop(), `the name in $ref ${s.$ref}`)];
       else if (Array.isArray(s.allOf) && s.allOf.length === 1) s = s.allOf[0];
       else return s;
     }

@@ -1,5 +1,6 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { required } from '../../src/common/required';
 
 const CLI = join(__dirname, '../../dist/src/cli.js');
 
@@ -16,9 +17,10 @@ export function startServer(env: Record<string, string | undefined>, args = ['se
     env: { PATH: process.env.PATH, LOG_LEVEL: 'warn', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const stdout = required(child.stdout, "the server's stdout");
   let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
+  stdout.on('data', (d) => (out += d));
+  required(child.stderr, "the server's stderr").on('data', (d) => (out += d));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 45_000);
@@ -26,7 +28,7 @@ export function startServer(env: Record<string, string | undefined>, args = ['se
       const m = /listening on (http:\/\/\S+)/.exec(out);
       if (!m) return;
       clearTimeout(timer);
-      child.stdout!.off('data', onData);
+      stdout.off('data', onData);
       resolve({
         child,
         url: m[1],
@@ -37,7 +39,7 @@ export function startServer(env: Record<string, string | undefined>, args = ['se
         },
       });
     };
-    child.stdout!.on('data', onData);
+    stdout.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
       reject(new Error(`server exited with ${code}:\n${out}`));

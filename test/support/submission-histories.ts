@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import type { SubmissionView } from './run-views';
+import { required } from '../../src/common/required';
 
 /*
  * Submission histories written straight into job_submissions (faster than driving a worker through hundreds of
@@ -68,7 +69,7 @@ export async function giveHistory(t: Db, jobId: string, subs: SubmissionInput[])
     if (inserted.length !== rows.length) throw new Error(`job ${jobId} not found`);
     await pointFactsAtNewest(m, [jobId]);
     const idOf = new Map(inserted.map((r) => [r.submission_num, r.id]));
-    return rows.map((r) => ({ ...r, id: idOf.get(r.num)! }));
+    return rows.map((r) => ({ ...r, id: required(idOf.get(r.num), `submission ${r.num}`) }));
   });
 }
 

@@ -2,6 +2,7 @@ import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../../src/infra/database/data-source-options';
 import { runMigrationsLocked } from '../../src/infra/database/migrations-runner';
+import { required } from '../../src/common/required';
 
 /**
  * Test databases on a real server: one migrated template per jest run (`rp<pid>_tpl`), and one clone of it per
@@ -42,7 +43,7 @@ export async function dropStaleDatabases(c: Client): Promise<void> {
     `SELECT datname FROM pg_database WHERE datname ~ '^rp[0-9]+_(tpl|w[0-9]+(_[a-z0-9]+)?)$'`,
   );
   for (const { datname } of rows) {
-    const pid = Number(/^rp(\d+)_/.exec(datname)![1]);
+    const pid = Number(required(/^rp(\d+)_/.exec(datname), `the pid in ${datname}`)[1]);
     if (pid !== process.pid && isAlive(pid)) continue;
     await c.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
   }
@@ -83,12 +84,12 @@ export const embeddedUrlVariable = (own: string) => `RUNPLANE_TEST_EMBEDDED_URL_
  */
 export async function workerDatabaseUrl(own?: OwnDatabase): Promise<string> {
   if (process.env.RUNPLANE_TEST_EMBEDDED === '1') {
-    if (!own) return process.env.RUNPLANE_TEST_EMBEDDED_URL!;
+    if (!own) return required(process.env.RUNPLANE_TEST_EMBEDDED_URL, 'RUNPLANE_TEST_EMBEDDED_URL');
     const url = process.env[embeddedUrlVariable(own)];
     if (!url) throw new Error(`no embedded database for '${own}': add it to OWN_DATABASES`);
     return url;
   }
-  const adminUrl = process.env.RUNPLANE_TEST_ADMIN_URL!;
+  const adminUrl = required(process.env.RUNPLANE_TEST_ADMIN_URL, 'RUNPLANE_TEST_ADMIN_URL (set by jest.config.js)');
   const name = `${runPrefix()}_w${process.env.JEST_WORKER_ID ?? '1'}${own ? `_${own}` : ''}`;
   await withAdminClient(adminUrl, async (c) => {
     const exists = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);

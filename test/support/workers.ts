@@ -14,7 +14,8 @@ export function makeWorker(t: TestApp, service: TestUser, workerId: string): Ref
 
 /**
  * Claims until it holds `n` submissions of one run (each spec file has its own database, but earlier tests of the
- * file may have left work queued ahead: that is run to completion out of the way). May return fewer when the queue runs dry.
+ * file may have left work queued ahead: that is run to completion out of the way). May return fewer when the queue runs
+ * dry.
  */
 export async function claimFor(w: ReferenceWorker, runId: string, n = 1): Promise<Claimed[]> {
   const mine: Claimed[] = [];

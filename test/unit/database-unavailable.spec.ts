@@ -118,7 +118,7 @@ describe('retryReadOnce', () => {
     expect(calls).toBe(2);
   });
 
-  it('does not retry other errors, and gives up after the second loss (marked, so no outer layer retries it)', async () => {
+  it('retries no other error, and gives up after the second loss (marked, so no outer layer retries it)', async () => {
     let calls = 0;
     await expect(
       retryReadOnce(async () => (calls++, Promise.reject(failedQuery(pgError('42601'))))),

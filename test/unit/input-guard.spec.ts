@@ -45,7 +45,7 @@ describe('input guard (unit)', () => {
     expect(findInputProblems(Array.from({ length: 100 }, () => '\u0000'))).toHaveLength(20);
   });
 
-  it("refuses keys named like Object.prototype's members, which class-transformer drops before the whitelist sees them", () => {
+  it("refuses keys named like Object.prototype's members (class-transformer drops them before the whitelist)", () => {
     const value = JSON.parse('{"toString":1,"spec":{"hasOwnProperty":"x","valueOf":[]},"ok":{"toStrung":1}}');
     expect(
       findInputProblems(value)

@@ -20,7 +20,8 @@ import { CompleteDto } from '../../src/modules/workers/dto/worker.dto';
  */
 const CANCEL = 'stopped_by_user job_group_cancelled fail_fast budget_exceeded';
 const FAILED =
-  'failed_to_start_due_to_no_capacity interrupted_by_no_capacity instance_unreachable container_exited_with_error executor_error log_quota_exceeded';
+  'failed_to_start_due_to_no_capacity interrupted_by_no_capacity instance_unreachable container_exited_with_error ' +
+  'executor_error log_quota_exceeded';
 const PAIRS = `
   done: done_by_runner
   failed: ${FAILED}
@@ -112,7 +113,7 @@ describe('lifecycle vocabulary: the state machine as data', () => {
         for (const reason of reasonsOrNone) expect(isAllowedTransition(from, to, reason)).toBe(false);
   });
 
-  it('a worker may report every pair but the server-only dependency_failed, from the held statuses the table allows', () => {
+  it('a worker may report every pair but the server-only dependency_failed, from the held statuses allowed', () => {
     const expected = parse(PAIRS);
     expected.delete('terminated/dependency_failed');
     for (const status of FINISHED_STATUSES)

@@ -5,8 +5,9 @@ import { errorCodesFor, errorResponse, errorSchema, errorSchemaName } from './ap
 
 const DESCRIPTION =
   'Control plane of a batch-compute service: runs of jobs, retried as submissions, nested job groups cancelled as a ' +
-  'unit, compute billed per second. Errors are `{status_code, code, message, details}` (each response lists the codes ' +
-  'its status may carry); lists are keyset-paginated with `limit` (≤100) and an opaque `cursor`; creating POSTs ' +
+  'unit, compute billed per second. Errors are `{status_code, code, message, details}` ' +
+  '(each response lists the codes its status may carry); ' +
+  'lists are keyset-paginated with `limit` (≤100) and an opaque `cursor`; creating POSTs ' +
   'accept `Idempotency-Key`; unknown body fields are rejected. Tokens are opaque bearer tokens. Run views carry ' +
   '`job_counts` by status and at most `jobs_limit` jobs (`jobs_truncated` when cut; every job: ' +
   '`GET .../job-groups/0/jobs?recursive=true`); every response is bounded by its parameters (README, "Limits").';

@@ -15,9 +15,9 @@ export const RESERVED_KEYS: ReadonlySet<string> = new Set([
 ]);
 
 /** NUL (which PostgreSQL text and jsonb cannot hold) or a UTF-16 surrogate without its pair (not Unicode at all). */
-const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?:^|[^\ud800-\udbff])[\udc00-\udfff]/;
+const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?:^|[^\ud800-\udbff])[\udc00-\udfff]/;
 /** A cheap first look: most strings hold neither NUL nor any surrogate. */
-const SUSPECT = /[\u0000\ud800-\udfff]/;
+const SUSPECT = /[\0\ud800-\udfff]/;
 
 /** Why a string can't be stored as text, or undefined when it can. */
 export function unstorableText(s: string): string | undefined {
@@ -66,8 +66,9 @@ function pathOf(visit: Visit, root: string, lastKey?: string): string {
 export function findInputProblems(value: unknown, root = ''): FieldProblem[] {
   const problems: FieldProblem[] = [];
   const stack: Visit[] = [{ value, parent: undefined, key: undefined, depth: 1 }];
-  while (stack.length > 0 && problems.length < MAX_PROBLEMS) {
-    const visit = stack.pop()!;
+  while (problems.length < MAX_PROBLEMS) {
+    const visit = stack.pop();
+    if (!visit) break;
     const v = visit.value;
     if (typeof v === 'string') {
       const why = unstorableText(v);

@@ -2,6 +2,7 @@ import { Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource, DataSourceOptions } from 'typeorm';
 import { databaseFailure } from '../../common/errors/database-unavailable';
+import { required } from '../../common/required';
 import { Env } from '../../config/env';
 import { dataSourceOptions } from './data-source-options';
 import { EmbeddedPostgres } from './embedded-postgres';
@@ -23,7 +24,7 @@ const embeddedByUrl = new Map<string, EmbeddedPostgres>();
         const embedded = env.DATABASE_URL ? undefined : await startEmbedded(env.RUNPLANE_DATA_DIR);
         const options = {
           ...dataSourceOptions({
-            url: env.DATABASE_URL ?? embedded!.url,
+            url: env.DATABASE_URL ?? required(embedded, 'the embedded database').url,
             poolSize: embedded || env.DATABASE_EMBEDDED ? 1 : env.DATABASE_POOL_SIZE,
             embedded: !!embedded || env.DATABASE_EMBEDDED,
             idleSeconds: env.DATABASE_POOL_IDLE_SECONDS,
@@ -39,7 +40,7 @@ const embeddedByUrl = new Map<string, EmbeddedPostgres>();
         if (embedded) embeddedByUrl.set(embedded.url, embedded);
         return options;
       },
-      dataSourceFactory: async (options) => openDataSource(options!),
+      dataSourceFactory: async (options) => openDataSource(required(options, 'the data source options')),
     }),
   ],
 })

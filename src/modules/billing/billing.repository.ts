@@ -72,7 +72,8 @@ export interface ReportRow {
 }
 
 const RESOURCE = `id, name, unit, rate_usd_per_unit_hour::text AS rate, version, valid_from AS "validFrom"`;
-const CURRENT = `SELECT DISTINCT ON (name) id, name, unit, rate_usd_per_unit_hour, version, valid_from FROM resources ORDER BY name, version DESC`;
+const CURRENT = `SELECT DISTINCT ON (name) id, name, unit, rate_usd_per_unit_hour, version, valid_from FROM resources
+                   ORDER BY name, version DESC`;
 
 /**
  * Cost of a scope: closed usage from `closedSql` (rows key, resource_id, usage) plus, for attempts still open in
@@ -187,17 +188,21 @@ export class BillingRepository {
       m,
       'billing_accrue',
       `WITH o AS (
-         SELECT submission_id, rolled_up_to AS prev FROM billing_attempts WHERE submission_id = $1 AND closed_at IS NULL FOR UPDATE
+         SELECT submission_id, rolled_up_to AS prev FROM billing_attempts
+           WHERE submission_id = $1 AND closed_at IS NULL FOR UPDATE
        ), u AS (
          UPDATE billing_attempts b
             SET rolled_up_to = CASE WHEN $2 THEN GREATEST(o.prev, now()) ELSE o.prev END,
                 closed_at = CASE WHEN $3 THEN (CASE WHEN $2 THEN GREATEST(o.prev, now()) ELSE o.prev END) END
            FROM o WHERE b.submission_id = o.submission_id
-         RETURNING b.submission_id, b.run_id, b.job_id, b.project_id, b.user_id, b.job_group_ids, o.prev, b.rolled_up_to AS next
+         RETURNING b.submission_id, b.run_id, b.job_id, b.project_id, b.user_id, b.job_group_ids, o.prev,
+                   b.rolled_up_to AS next
        ), days AS (
          SELECT u.submission_id, d.day::date AS day,
-                GREATEST(u.prev, d.day AT TIME ZONE 'UTC') AS s, LEAST(u.next, (d.day + interval '1 day') AT TIME ZONE 'UTC') AS e
-           FROM u, generate_series(date_trunc('day', u.prev AT TIME ZONE 'UTC'), date_trunc('day', u.next AT TIME ZONE 'UTC'), interval '1 day') d(day)
+                GREATEST(u.prev, d.day AT TIME ZONE 'UTC') AS s,
+                LEAST(u.next, (d.day + interval '1 day') AT TIME ZONE 'UTC') AS e
+           FROM u, generate_series(date_trunc('day', u.prev AT TIME ZONE 'UTC'),
+                                   date_trunc('day', u.next AT TIME ZONE 'UTC'), interval '1 day') d(day)
           WHERE u.next > u.prev
        ), d AS (
          SELECT days.day, sr.resource_id, sr.quantity * EXTRACT(EPOCH FROM (days.e - days.s)) AS usage
@@ -229,7 +234,8 @@ export class BillingRepository {
          ON CONFLICT (project_id, user_id, day, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        )
-       SELECT (SELECT count(*) FROM job) + (SELECT count(*) FROM grp) + (SELECT count(*) FROM run) + (SELECT count(*) FROM daily) AS n`,
+       SELECT (SELECT count(*) FROM job) + (SELECT count(*) FROM grp) + (SELECT count(*) FROM run) +
+              (SELECT count(*) FROM daily) AS n`,
       [submissionId, toNow, close, token],
     );
     return Number(row.n) > 0;
@@ -240,7 +246,8 @@ export class BillingRepository {
     if (runIds.length === 0) return Promise.resolve([]);
     return m.query(
       costSql(
-        `SELECT run_id AS key, resource_id, SUM(usage) AS usage FROM billing_run_usage WHERE run_id = ANY($1::uuid[]) GROUP BY run_id, resource_id`,
+        `SELECT run_id AS key, resource_id, SUM(usage) AS usage FROM billing_run_usage WHERE run_id = ANY($1::uuid[])
+           GROUP BY run_id, resource_id`,
         `a.run_id = ANY($1::uuid[])`,
         'a.run_id',
       ),
@@ -261,7 +268,8 @@ export class BillingRepository {
     return m.query(
       `SELECT a.submission_id AS id,
               (SUM(sr.quantity * r.rate_usd_per_unit_hour *
-                   EXTRACT(EPOCH FROM (CASE WHEN a.closed_at IS NULL THEN GREATEST(now(), a.rolled_up_to) ELSE a.rolled_up_to END) - a.started_at)) / 3600)::text AS cost
+                   EXTRACT(EPOCH FROM (CASE WHEN a.closed_at IS NULL THEN GREATEST(now(), a.rolled_up_to)
+                                       ELSE a.rolled_up_to END) - a.started_at)) / 3600)::text AS cost
          FROM unnest($1::uuid[]) AS wanted(id)
          JOIN billing_attempts a ON a.submission_id = wanted.id
          JOIN submission_resources sr ON sr.submission_id = a.submission_id
@@ -275,7 +283,8 @@ export class BillingRepository {
   groupCost(runId: string, jobGroupId: number): Promise<CostRow[]> {
     return this.dataSource.query(
       costSql(
-        `SELECT job_group_id AS key, resource_id, SUM(usage) AS usage FROM billing_group_usage WHERE run_id = $1 AND job_group_id = $2 GROUP BY job_group_id, resource_id`,
+        `SELECT job_group_id AS key, resource_id, SUM(usage) AS usage FROM billing_group_usage
+           WHERE run_id = $1 AND job_group_id = $2 GROUP BY job_group_id, resource_id`,
         `a.run_id = $1 AND $2 = ANY(a.job_group_ids)`,
         '$2::int',
       ),
@@ -287,7 +296,8 @@ export class BillingRepository {
   projectCost(projectId: string): Promise<CostRow[]> {
     return this.dataSource.query(
       costSql(
-        `SELECT project_id AS key, resource_id, SUM(usage) AS usage FROM billing_daily_usage WHERE project_id = $1 GROUP BY project_id, resource_id`,
+        `SELECT project_id AS key, resource_id, SUM(usage) AS usage FROM billing_daily_usage WHERE project_id = $1
+           GROUP BY project_id, resource_id`,
         `a.project_id = $1`,
         'a.project_id',
       ),
@@ -308,8 +318,13 @@ export class BillingRepository {
     const groupBy: Record<ReportDimension, string> = { user: 'u.user_id', day: 'u.day', resource: 'r.name, r.unit' };
     const select = by.map((d) => column[d]);
     const group = by.map((d) => groupBy[d]);
+    const columns = [
+      ...select,
+      `(SUM(u.usage) / 3600)::text AS usage`,
+      `(SUM(u.usage * r.rate_usd_per_unit_hour) / 3600)::text AS cost`,
+    ];
     return this.dataSource.query(
-      `SELECT ${[...select, `(SUM(u.usage) / 3600)::text AS usage`, `(SUM(u.usage * r.rate_usd_per_unit_hour) / 3600)::text AS cost`].join(', ')}
+      `SELECT ${columns.join(', ')}
          FROM billing_daily_usage u JOIN resources r ON r.id = u.resource_id
         WHERE u.project_id = $1 AND u.day BETWEEN $2::date AND $3::date
         ${group.length ? `GROUP BY ${group.join(', ')} ORDER BY ${group.join(', ')}` : ''}
@@ -361,23 +376,31 @@ export class BillingRepository {
          SELECT a.*, sr.resource_id, sr.quantity * EXTRACT(EPOCH FROM (a.rolled_up_to - a.started_at)) AS usage
            FROM billing_attempts a JOIN submission_resources sr ON sr.submission_id = a.submission_id
        ), expected AS (
-         SELECT 'job ' || job_id || ' resource ' || resource_id AS scope, SUM(usage) AS usage FROM usage GROUP BY job_id, resource_id
+         SELECT 'job ' || job_id || ' resource ' || resource_id AS scope, SUM(usage) AS usage FROM usage
+           GROUP BY job_id, resource_id
          UNION ALL
-         SELECT 'run ' || run_id || ' group ' || g || ' resource ' || resource_id, SUM(usage) FROM usage, unnest(job_group_ids) g GROUP BY run_id, g, resource_id
+         SELECT 'run ' || run_id || ' group ' || g || ' resource ' || resource_id, SUM(usage)
+           FROM usage, unnest(job_group_ids) g GROUP BY run_id, g, resource_id
          UNION ALL
          SELECT 'run ' || run_id || ' resource ' || resource_id, SUM(usage) FROM usage GROUP BY run_id, resource_id
          UNION ALL
-         SELECT 'project ' || project_id || ' user ' || user_id || ' resource ' || resource_id, SUM(usage) FROM usage GROUP BY project_id, user_id, resource_id
+         SELECT 'project ' || project_id || ' user ' || user_id || ' resource ' || resource_id, SUM(usage) FROM usage
+           GROUP BY project_id, user_id, resource_id
        ), actual AS (
-         SELECT 'job ' || job_id || ' resource ' || resource_id AS scope, SUM(usage) AS usage FROM billing_job_usage GROUP BY job_id, resource_id
+         SELECT 'job ' || job_id || ' resource ' || resource_id AS scope, SUM(usage) AS usage FROM billing_job_usage
+           GROUP BY job_id, resource_id
          UNION ALL
-         SELECT 'run ' || run_id || ' group ' || job_group_id || ' resource ' || resource_id, SUM(usage) FROM billing_group_usage GROUP BY run_id, job_group_id, resource_id
+         SELECT 'run ' || run_id || ' group ' || job_group_id || ' resource ' || resource_id, SUM(usage)
+           FROM billing_group_usage GROUP BY run_id, job_group_id, resource_id
          UNION ALL
-         SELECT 'run ' || run_id || ' resource ' || resource_id, SUM(usage) FROM billing_run_usage GROUP BY run_id, resource_id
+         SELECT 'run ' || run_id || ' resource ' || resource_id, SUM(usage) FROM billing_run_usage
+           GROUP BY run_id, resource_id
          UNION ALL
-         SELECT 'project ' || project_id || ' user ' || user_id || ' resource ' || resource_id, SUM(usage) FROM billing_daily_usage GROUP BY project_id, user_id, resource_id
+         SELECT 'project ' || project_id || ' user ' || user_id || ' resource ' || resource_id, SUM(usage)
+           FROM billing_daily_usage GROUP BY project_id, user_id, resource_id
        )
-       SELECT COALESCE(e.scope, a.scope) AS scope, COALESCE(e.usage, 0)::text AS expected, COALESCE(a.usage, 0)::text AS actual
+       SELECT COALESCE(e.scope, a.scope) AS scope, COALESCE(e.usage, 0)::text AS expected,
+              COALESCE(a.usage, 0)::text AS actual
          FROM expected e FULL JOIN actual a ON a.scope = e.scope
         WHERE COALESCE(e.usage, 0) <> COALESCE(a.usage, 0)
         ORDER BY 1 LIMIT $1`,

@@ -5,6 +5,7 @@ import { DomainError, validationFailed } from '../../common/errors/domain-error'
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
+import { required } from '../../common/required';
 import { BillingReportRow, CostReport, NewRateDto, ReportDimension, ResourceView } from './dto/billing.dto';
 import { BillingRepository, CostRow, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
 import { RequestableResourcesService } from './requestable-resources.service';
@@ -121,7 +122,7 @@ export class BillingService implements OnModuleInit {
   }
 
   async runCost(runId: string): Promise<CostReport> {
-    return (await this.runCosts([runId])).get(runId)!;
+    return required((await this.runCosts([runId])).get(runId), `the cost of run ${runId}`);
   }
 
   /** Costs of many runs in one statement, exact now. */
@@ -171,7 +172,8 @@ export class BillingService implements OnModuleInit {
     if (rows.length > MAX_REPORT_ROWS) {
       throw validationFailed(
         'to',
-        `the report would have more than ${MAX_REPORT_ROWS} rows; narrow from/to or group by fewer of user, day, resource`,
+        `the report would have more than ${MAX_REPORT_ROWS} rows; ` +
+          'narrow from/to or group by fewer of user, day, resource',
       );
     }
     return rows.map((r) => ({

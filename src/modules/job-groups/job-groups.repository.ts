@@ -5,6 +5,7 @@ import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
 import type { Cancellation } from './dto/job-group.dto';
 import { JobGroup } from './entities/job-group.entity';
+import { required } from '../../common/required';
 
 export interface NewGroup {
   jobGroupId: number;
@@ -50,8 +51,9 @@ export type CountsDelta = Partial<Counts>;
  */
 const LOCK_CHAIN = `WITH locked AS (
   SELECT sa.ancestor_id AS "jobGroupId", sa.level, g.cancel_after_n_failures AS "cancelAfterNFailures", c.cancelled,
-         c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled",
-         c.n_aborted AS "nAborted", c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"
+         c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed",
+         c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted", c.n_provisioning AS "nProvisioning",
+         c.n_running AS "nRunning", c.n_retrying AS "nRetrying"
     FROM job_group_self_and_ancestors sa
     JOIN job_group_counters c ON c.run_id = sa.run_id AND c.job_group_id = sa.ancestor_id
     JOIN job_groups g ON g.run_id = sa.run_id AND g.job_group_id = sa.ancestor_id
@@ -60,15 +62,19 @@ const LOCK_CHAIN = `WITH locked AS (
      FOR UPDATE OF c
 )`;
 
-const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted"`;
+const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded",
+                c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted"`;
 const ACTIVE = `c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"`;
-const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy", x.reason`;
+const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy",
+                      x.reason`;
 
 @Injectable()
 export class JobGroupsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  /** Inserts groups with their closure rows and zeroed counters. `ancestors` maps a group to its [self, parent, ...]. */
+  /**
+   * Inserts groups with their closure rows and zeroed counters. `ancestors` maps a group to its [self, parent, ...].
+   */
   async insertGroups(
     m: EntityManager,
     runId: string,
@@ -88,7 +94,13 @@ export class JobGroupsRepository {
         groups.map((g) => g.cancelAfterNFailures),
       ],
     );
-    const closure = groups.flatMap((g) => ancestors.get(g.jobGroupId)!.map((a, level) => [g.jobGroupId, a, level]));
+    const closure = groups.flatMap((g) =>
+      required(ancestors.get(g.jobGroupId), `the ancestors of group ${g.jobGroupId}`).map((a, level) => [
+        g.jobGroupId,
+        a,
+        level,
+      ]),
+    );
     await m.query(
       `INSERT INTO job_group_self_and_ancestors (run_id, job_group_id, ancestor_id, level)
        SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[])`,
@@ -151,7 +163,9 @@ export class JobGroupsRepository {
        SELECT l."jobGroupId", l.level, l."cancelAfterNFailures", l.cancelled, v.counted,
               coalesce(u."nJobs", l."nJobs") AS "nJobs", coalesce(u."nCompleted", l."nCompleted") AS "nCompleted",
               coalesce(u."nSucceeded", l."nSucceeded") AS "nSucceeded", coalesce(u."nFailed", l."nFailed") AS "nFailed",
-              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled", coalesce(u."nAborted", l."nAborted") AS "nAborted", coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
+              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled",
+              coalesce(u."nAborted", l."nAborted") AS "nAborted",
+              coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
               coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying"
          FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
         ORDER BY l.level`,
@@ -169,7 +183,11 @@ export class JobGroupsRepository {
         d.nAborted ?? 0,
       ],
     );
-    return { levels: rows.map(({ counted: _, ...level }) => level), counted: rows[0]?.counted ?? false };
+    return {
+      // eslint-disable-next-line @typescript-eslint/no-unused-vars -- `_` drops `counted` from the levels
+      levels: rows.map(({ counted: _, ...level }) => level),
+      counted: rows[0]?.counted ?? false,
+    };
   }
 
   /** Moves the run's active counts on its root counters row (locking it); the row as it stands afterwards. */
@@ -181,7 +199,8 @@ export class JobGroupsRepository {
     const [row] = await preparedQuery<Counts & ActiveCounts & { cancelled: boolean }>(
       m,
       'job_groups_move_active',
-      `UPDATE job_group_counters c SET n_provisioning = c.n_provisioning + $2, n_running = c.n_running + $3, n_retrying = c.n_retrying + $4
+      `UPDATE job_group_counters c SET n_provisioning = c.n_provisioning + $2, n_running = c.n_running + $3,
+         n_retrying = c.n_retrying + $4
         WHERE c.run_id = $1 AND c.job_group_id = 0
         RETURNING ${COUNTS}, ${ACTIVE}, c.cancelled`,
       [runId, d.nProvisioning ?? 0, d.nRunning ?? 0, d.nRetrying ?? 0],
@@ -220,7 +239,8 @@ export class JobGroupsRepository {
   ): Promise<(Cancellation & { runId: string; groupId: number })[]> {
     if (runIds.length === 0) return [];
     return m.query(
-      `SELECT DISTINCT ON (sa.run_id, sa.job_group_id) sa.run_id AS "runId", sa.job_group_id AS "groupId", ${CANCELLATION}
+      `SELECT DISTINCT ON (sa.run_id, sa.job_group_id) sa.run_id AS "runId", sa.job_group_id AS "groupId",
+         ${CANCELLATION}
          FROM job_groups_cancelled x
          JOIN job_group_self_and_ancestors sa ON sa.run_id = x.run_id AND sa.ancestor_id = x.job_group_id
         WHERE x.run_id = ANY($1::uuid[])
@@ -292,7 +312,8 @@ export class JobGroupsRepository {
 
   async unswept(limit: number): Promise<(Cancellation & { runId: string })[]> {
     return this.dataSource.query(
-      `SELECT x.run_id AS "runId", ${CANCELLATION} FROM job_groups_cancelled x WHERE x.swept_at IS NULL ORDER BY x.cancelled_at LIMIT $1`,
+      `SELECT x.run_id AS "runId", ${CANCELLATION} FROM job_groups_cancelled x
+         WHERE x.swept_at IS NULL ORDER BY x.cancelled_at LIMIT $1`,
       [limit],
     );
   }
@@ -315,14 +336,16 @@ export class JobGroupsRepository {
   async cancelledFlagMismatches(): Promise<{ runId: string; jobGroupId: number; flag: boolean }[]> {
     return this.dataSource.query(
       `SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", c.cancelled AS flag
-         FROM job_group_counters c LEFT JOIN job_groups_cancelled x ON x.run_id = c.run_id AND x.job_group_id = c.job_group_id
+         FROM job_group_counters c
+         LEFT JOIN job_groups_cancelled x ON x.run_id = c.run_id AND x.job_group_id = c.job_group_id
         WHERE c.cancelled <> (x.run_id IS NOT NULL)`,
     );
   }
 
   async allClosure(): Promise<{ runId: string; jobGroupId: number; ancestorId: number }[]> {
     return this.dataSource.query(
-      `SELECT run_id AS "runId", job_group_id AS "jobGroupId", ancestor_id AS "ancestorId" FROM job_group_self_and_ancestors`,
+      `SELECT run_id AS "runId", job_group_id AS "jobGroupId", ancestor_id AS "ancestorId"
+         FROM job_group_self_and_ancestors`,
     );
   }
 
@@ -367,7 +390,8 @@ export class JobGroupsRepository {
   async unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
     if (runIds.length === 0) return 0;
     const [row]: { n: string }[] = await m.query(
-      `SELECT coalesce(sum(n_jobs - n_completed), 0) AS n FROM job_group_counters WHERE run_id = ANY($1::uuid[]) AND job_group_id = 0`,
+      `SELECT coalesce(sum(n_jobs - n_completed), 0) AS n FROM job_group_counters
+         WHERE run_id = ANY($1::uuid[]) AND job_group_id = 0`,
       [runIds],
     );
     return Number(row.n);
@@ -376,7 +400,8 @@ export class JobGroupsRepository {
   async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
     if (runIds.length === 0) return new Map();
     const rows: (Counts & ActiveCounts & { runId: string })[] = await this.dataSource.query(
-      `SELECT c.run_id AS "runId", ${COUNTS}, ${ACTIVE} FROM job_group_counters c WHERE c.run_id = ANY($1::uuid[]) AND c.job_group_id = 0`,
+      `SELECT c.run_id AS "runId", ${COUNTS}, ${ACTIVE} FROM job_group_counters c
+         WHERE c.run_id = ANY($1::uuid[]) AND c.job_group_id = 0`,
       [runIds],
     );
     return new Map(rows.map((r) => [r.runId, r]));
@@ -394,7 +419,8 @@ export class JobGroupsRepository {
   async countersOfGroups(runId: string, groupIds: number[]): Promise<Map<number, Counts>> {
     if (groupIds.length === 0) return new Map();
     const rows: (Counts & { jobGroupId: number })[] = await this.dataSource.query(
-      `SELECT c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])`,
+      `SELECT c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c
+         WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])`,
       [runId, groupIds],
     );
     return new Map(rows.map((r) => [r.jobGroupId, r]));
@@ -403,7 +429,8 @@ export class JobGroupsRepository {
   /** The group and all its ancestors (0 included), without locking anything: the closure rows never change. */
   async selfAndAncestorIds(m: EntityManager, runId: string, jobGroupId: number): Promise<number[]> {
     const rows: { id: number }[] = await m.query(
-      `SELECT ancestor_id AS id FROM job_group_self_and_ancestors WHERE run_id = $1 AND job_group_id = $2 ORDER BY level`,
+      `SELECT ancestor_id AS id FROM job_group_self_and_ancestors
+         WHERE run_id = $1 AND job_group_id = $2 ORDER BY level`,
       [runId, jobGroupId],
     );
     return rows.map((r) => r.id);

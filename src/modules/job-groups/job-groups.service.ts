@@ -7,6 +7,7 @@ import { GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView }
 import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
 import { ActiveCounts, ActiveDelta, ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
+import { required } from '../../common/required';
 
 export type { ActiveCounts, ActiveDelta, Counts };
 
@@ -88,7 +89,7 @@ export class JobGroupsService {
         if (!parent) throw fieldError('job_groups.parent_ref', `names unknown ref ${g.parentRef}`);
         parentId = place(parent, [...path, g.ref]);
       }
-      const chain = [rows.length, ...ancestors.get(parentId)!];
+      const chain = [rows.length, ...required(ancestors.get(parentId), `the ancestors of group ${parentId}`)];
       const depth = chain.length - 1;
       if (depth > MAX_DEPTH)
         throw new DomainError(
@@ -120,7 +121,9 @@ export class JobGroupsService {
     jobsPerGroup: Map<number, number>,
   ): Promise<void> {
     const recursive = new Map<number, number>();
-    for (const [g, n] of jobsPerGroup) for (const a of ancestors.get(g)!) recursive.set(a, (recursive.get(a) ?? 0) + n);
+    for (const [g, n] of jobsPerGroup)
+      for (const a of required(ancestors.get(g), `the ancestors of group ${g}`))
+        recursive.set(a, (recursive.get(a) ?? 0) + n);
     await this.groups.addJobCounts(m, runId, recursive);
     await this.groups.setState(m, runId, [...recursive.keys()], 'running');
   }
@@ -242,7 +245,10 @@ export class JobGroupsService {
         made.push(cancellation);
         for (const u of updated)
           Object.assign(
-            levels.find((x) => x.jobGroupId === u.jobGroupId)!,
+            required(
+              levels.find((x) => x.jobGroupId === u.jobGroupId),
+              `group ${u.jobGroupId} in the locked chain`,
+            ),
             u,
           );
       }
@@ -374,7 +380,8 @@ export class JobGroupsService {
     }
     const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
       (r) =>
-        `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ${r.flag ? 'has no row' : 'has one'}`,
+        `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ` +
+        `${r.flag ? 'has no row' : 'has one'}`,
     );
     for (const c of await this.groups.allCounters()) {
       const shown = effectiveCounts(c, cancellations.get(c.runId)?.has(c.jobGroupId) ?? false);
@@ -387,7 +394,8 @@ export class JobGroupsService {
       };
       if (JSON.stringify(shown) !== JSON.stringify(want))
         out.push(
-          `run ${c.runId} group ${c.jobGroupId}: counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`,
+          `run ${c.runId} group ${c.jobGroupId}: ` +
+            `counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`,
         );
       const shownAborted = c.nAborted + (abortedBy(c.runId, c.jobGroupId) ? c.nJobs - c.nCompleted : 0);
       const wantAborted = expectedAborted.get(key(c.runId, c.jobGroupId)) ?? 0;
@@ -435,7 +443,10 @@ export class JobGroupsService {
   async get(runId: string, jobGroupId: number, m?: EntityManager): Promise<JobGroupView> {
     const group = await this.groups.findGroup(runId, jobGroupId, m);
     if (!group) throw notFound(`job group ${jobGroupId}`);
-    const counts = (await this.groups.countsOf(runId, jobGroupId, m))!;
+    const counts = required(
+      await this.groups.countsOf(runId, jobGroupId, m),
+      `the counters of job group ${jobGroupId}`,
+    );
     const [cancellation = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
     return toView(group, counts, cancellation);
   }
@@ -460,7 +471,13 @@ export class JobGroupsService {
     );
     const cancellations = (await this.effectiveCancellations([runId])).get(runId) ?? new Map<number, Cancellation>();
     return {
-      items: page.items.map((g) => toView(g, counts.get(g.jobGroupId)!, cancellations.get(g.jobGroupId) ?? null)),
+      items: page.items.map((g) =>
+        toView(
+          g,
+          required(counts.get(g.jobGroupId), `the counters of job group ${g.jobGroupId}`),
+          cancellations.get(g.jobGroupId) ?? null,
+        ),
+      ),
       next_cursor: page.next_cursor,
     };
   }

@@ -64,9 +64,11 @@ export class JobsRepository {
         ],
       );
       await m.query(
-        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu, memory_mib, gpu)
+        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu,
+                                      memory_mib, gpu)
          SELECT s.id, s.job, $1, s.g, 0, $9, $2, s.cpu, s.mem, s.gpu
-           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[]) AS s(id, job, g, cpu, mem, gpu)`,
+           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[])
+                AS s(id, job, g, cpu, mem, gpu)`,
         [
           runId,
           priority,
@@ -143,7 +145,8 @@ export class JobsRepository {
     return m.query(
       `SELECT s.run_id AS "runId", s.status, count(*)::int AS n
          FROM job_submissions s
-         JOIN unnest($1::uuid[], $2::int[]) AS g(run_id, job_group_id) ON s.run_id = g.run_id AND s.job_group_id = g.job_group_id
+         JOIN unnest($1::uuid[], $2::int[]) AS g(run_id, job_group_id)
+           ON s.run_id = g.run_id AND s.job_group_id = g.job_group_id
         WHERE s.${HELD_PREDICATE}
         GROUP BY 1, 2`,
       [runIds, groupIds],
@@ -244,9 +247,9 @@ export class JobsRepository {
       `WITH s AS (
          SELECT job_id, count(*)::int AS n, max(submission_num) AS max_num FROM job_submissions GROUP BY job_id
        ), latest AS (
-         SELECT j.id, j.latest_submission_id, j.latest_submission_num, j.submission_count, j.status, j.termination_reason,
-                j.folded_submissions, s.n, s.max_num, l.id AS l_id, l.submission_num AS l_num, l.status AS l_status,
-                l.termination_reason AS l_reason, l.job_id AS l_job
+         SELECT j.id, j.latest_submission_id, j.latest_submission_num, j.submission_count, j.status,
+                j.termination_reason, j.folded_submissions, s.n, s.max_num, l.id AS l_id, l.submission_num AS l_num,
+                l.status AS l_status, l.termination_reason AS l_reason, l.job_id AS l_job
            FROM jobs j LEFT JOIN s ON s.job_id = j.id LEFT JOIN job_submissions l ON l.id = j.latest_submission_id
        )
        SELECT id AS "jobId", problem FROM (
@@ -254,7 +257,8 @@ export class JobsRepository {
            WHEN l_id IS NULL OR l_job <> id THEN 'latest submission is missing or belongs to another job'
            WHEN l_num <> max_num OR latest_submission_num <> l_num THEN 'latest submission is not the newest'
            WHEN submission_count <> latest_submission_num + 1 THEN 'submission_count does not match numbering'
-           WHEN n + coalesce((SELECT sum(v::int) FROM jsonb_each_text(folded_submissions) AS f(k, v)), 0) <> submission_count
+           WHEN n + coalesce((SELECT sum(v::int) FROM jsonb_each_text(folded_submissions) AS f(k, v)), 0)
+                <> submission_count
              THEN 'existing plus folded submissions do not add up to submission_count'
            WHEN status <> l_status THEN 'job status differs from its latest submission'
            WHEN l_status = ANY($2::text[]) AND termination_reason IS DISTINCT FROM l_reason

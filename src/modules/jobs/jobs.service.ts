@@ -20,6 +20,7 @@ import { DirectOutcomes, JobsRepository } from './jobs.repository';
 
 export type { DirectOutcomes };
 import { LatestSubmissionsRepository } from './latest-submissions.repository';
+import { required } from '../../common/required';
 
 /** Cancellations by group id, for one run: what makes a job's effective status differ from its stored one. */
 export type GroupCancellations = Map<number, Cancellation>;
@@ -82,7 +83,7 @@ export class JobsService implements OnModuleInit {
   ): Promise<Map<string, { jobs: JobView[]; truncated: boolean }>> {
     const fetched = await this.jobs.firstJobsOfRuns(runIds, jobsLimit + 1, m);
     const perRun = new Map<string, Job[]>(runIds.map((id) => [id, []]));
-    for (const job of fetched) perRun.get(job.runId)!.push(job);
+    for (const job of fetched) required(perRun.get(job.runId), `the jobs of run ${job.runId}`).push(job);
     const out = new Map<string, { jobs: JobView[]; truncated: boolean }>();
     const jobs: Job[] = [];
     for (const [runId, rows] of perRun) {
@@ -105,9 +106,9 @@ export class JobsService implements OnModuleInit {
       const subs = submissions ? (submissions.get(job.id) ?? []) : n === 1 && pointed ? [pointed] : [];
       const newest = subs.length > 0 ? subs[subs.length - 1] : undefined;
       const latest = newestByJob ? pointed : newest?.id === job.latestSubmissionId ? newest : undefined;
-      out
-        .get(job.runId)!
-        .jobs.push(toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null));
+      required(out.get(job.runId), `the view of run ${job.runId}`).jobs.push(
+        toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null),
+      );
     }
     return out;
   }
@@ -122,7 +123,12 @@ export class JobsService implements OnModuleInit {
   ): Promise<Map<string, Partial<Record<SubmissionStatus, number>>>> {
     const runIds: string[] = [];
     const groupIds: number[] = [];
-    for (const [runId, groups] of groupsByRun) for (const g of groups) (runIds.push(runId), groupIds.push(g));
+    for (const [runId, groups] of groupsByRun) {
+      for (const g of groups) {
+        runIds.push(runId);
+        groupIds.push(g);
+      }
+    }
     const out = new Map<string, Partial<Record<SubmissionStatus, number>>>();
     for (const r of await this.jobs.activeInGroups(runIds, groupIds, m)) {
       const counts = out.get(r.runId) ?? {};

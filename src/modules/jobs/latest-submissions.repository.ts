@@ -4,6 +4,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { rawJson } from '../../common/json/raw-json';
 import { forEachRow } from '../../infra/database/row-stream';
 import type { SubmissionStatus, SubmissionView } from './dto/job-spec';
+import { required } from '../../common/required';
 
 /** A submission row as the API shows it, with times formatted by PostgreSQL and json documents as stored text. */
 interface SubmissionRow {
@@ -27,7 +28,8 @@ const iso = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-
 
 /** The columns of a SubmissionRow, read from alias `s`. */
 const VIEW_COLUMNS = `s.id, s.job_id, s.submission_num, s.status, s.termination_reason, s.exit_status,
-  ${iso('s.submitted_at')} AS submitted_at, ${iso('s.started_at')} AS started_at, ${iso('s.finished_at')} AS finished_at,
+  ${iso('s.submitted_at')} AS submitted_at, ${iso('s.started_at')} AS started_at,
+  ${iso('s.finished_at')} AS finished_at,
   s.provisioning_data::text AS provisioning_data, s.runtime_data::text AS runtime_data`;
 
 /**
@@ -64,19 +66,21 @@ export class LatestSubmissionsRepository {
                SELECT j.id, j.latest_submission_num, 1 FROM jobs j WHERE j.id = ANY($1::uuid[])
                UNION ALL
                SELECT w.job_id,
-                      (SELECT max(x.submission_num) FROM job_submissions x WHERE x.job_id = w.job_id AND x.submission_num < w.num),
+                      (SELECT max(x.submission_num) FROM job_submissions x
+                       WHERE x.job_id = w.job_id AND x.submission_num < w.num),
                       w.k + 1
                  FROM walk w
                 WHERE w.k < $2 AND w.num IS NOT NULL
              )
              -- OFFSET 0 keeps this a per-step index probe (never a hash join over the whole table).
              SELECT ${VIEW_COLUMNS} FROM walk w
-              CROSS JOIN LATERAL (SELECT * FROM job_submissions x WHERE x.job_id = w.job_id AND x.submission_num = w.num OFFSET 0) s`,
+              CROSS JOIN LATERAL (SELECT * FROM job_submissions x
+                                  WHERE x.job_id = w.job_id AND x.submission_num = w.num OFFSET 0) s`,
             [ids, n],
           ),
     );
     for (const { jobId, view } of views.sort((a, b) => a.view.submission_num - b.view.submission_num))
-      out.get(jobId)!.push(view);
+      required(out.get(jobId), `the submissions of job ${jobId}`).push(view);
     return out;
   }
 

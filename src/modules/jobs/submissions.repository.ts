@@ -50,8 +50,9 @@ export type JobFacts = Pick<
   'id' | 'runId' | 'jobGroupId' | 'latestSubmissionId' | 'latestSubmissionNum' | 'submissionCount' | 'createdAt'
 >;
 
-const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
-  s.status, s.termination_reason AS "terminationReason", s.priority, s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu,
+const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId",
+  s.submission_num AS "submissionNum", s.status, s.termination_reason AS "terminationReason", s.priority,
+  s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu,
   s.worker_id AS "workerId", s.claimed_by_user_id AS "claimedByUserId", s.lease_expires_at AS "leaseExpiresAt"`;
 
 const JOB_FACTS = `j.latest_submission_id AS "latestSubmissionId", j.latest_submission_num AS "latestSubmissionNum",
@@ -105,8 +106,8 @@ export class SubmissionsRepository {
     return preparedQuery<Candidate>(
       m,
       'lifecycle_lock_candidates',
-      `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId", s.submission_num AS "submissionNum",
-              s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu
+      `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId",
+              s.submission_num AS "submissionNum", s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu
          FROM job_submissions s
         WHERE s.${QUEUED_PREDICATE} AND s.cpu <= $1 AND s.memory_mib <= $2 AND s.gpu <= $3
         ORDER BY s.priority DESC, s.submitted_at, s.id
@@ -130,15 +131,17 @@ export class SubmissionsRepository {
       'lifecycle_mark_claimed',
       `WITH claimed AS (
          UPDATE job_submissions
-            SET status = $5, worker_id = $2, claimed_by_user_id = $4, claimed_at = now(), lease_expires_at = now() + make_interval(secs => $3)
+            SET status = $5, worker_id = $2, claimed_by_user_id = $4, claimed_at = now(),
+                lease_expires_at = now() + make_interval(secs => $3)
           WHERE id = ANY($1::uuid[])
       RETURNING id, job_id, run_id, job_group_id, submission_num, lease_expires_at
        ), jobs_updated AS (
          UPDATE jobs j SET status = $5 FROM claimed c WHERE j.id = c.job_id
       RETURNING j.id, j.spec, j.job_num, j.replica_num, j.job_name
        )
-       SELECT c.id, c.job_id AS "jobId", c.run_id AS "runId", c.job_group_id AS "jobGroupId", c.submission_num AS "submissionNum",
-              c.lease_expires_at AS "leaseExpiresAt", u.spec, u.job_num AS "jobNum", u.replica_num AS "replicaNum", u.job_name AS "jobName"
+       SELECT c.id, c.job_id AS "jobId", c.run_id AS "runId", c.job_group_id AS "jobGroupId",
+              c.submission_num AS "submissionNum", c.lease_expires_at AS "leaseExpiresAt", u.spec,
+              u.job_num AS "jobNum", u.replica_num AS "replicaNum", u.job_name AS "jobName"
          FROM claimed c JOIN jobs_updated u ON u.id = c.job_id`,
       [ids, workerId, leaseSeconds, userId, CLAIMED],
     );
@@ -196,12 +199,15 @@ export class SubmissionsRepository {
           WHERE s.id = $1
             FOR UPDATE OF s, j
        ), finished AS (
-         UPDATE job_submissions s SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(), lease_expires_at = NULL
+         UPDATE job_submissions s SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(),
+           lease_expires_at = NULL
            FROM t
-          WHERE s.id = t.id AND t."workerId" = $2 AND t."claimedByUserId" = $7 AND t.status = ANY($6::text[]) AND t."latestSubmissionId" = t.id
+          WHERE s.id = t.id AND t."workerId" = $2 AND t."claimedByUserId" = $7 AND t.status = ANY($6::text[])
+            AND t."latestSubmissionId" = t.id
       RETURNING s.job_id
        ), job_finished AS (
-         UPDATE jobs j SET status = $3, termination_reason = $4, completion_counted = true FROM finished f WHERE j.id = f.job_id
+         UPDATE jobs j SET status = $3, termination_reason = $4, completion_counted = true FROM finished f
+           WHERE j.id = f.job_id
       RETURNING j.id
        )
        SELECT t.*, EXISTS (SELECT 1 FROM job_finished) AS finished FROM t`,
@@ -228,8 +234,10 @@ export class SubmissionsRepository {
       'lifecycle_set_running',
       `WITH started AS (
          UPDATE job_submissions SET status = $5, started_at = now(), last_heartbeat_at = now(),
-                lease_expires_at = now() + make_interval(secs => $4), provisioning_data = coalesce($3::json, provisioning_data),
-                deadline_at = now() + make_interval(secs => (SELECT (spec->>'max_duration_s')::float8 FROM jobs WHERE id = $2))
+                lease_expires_at = now() + make_interval(secs => $4),
+                provisioning_data = coalesce($3::json, provisioning_data),
+                deadline_at = now() +
+                  make_interval(secs => (SELECT (spec->>'max_duration_s')::float8 FROM jobs WHERE id = $2))
           WHERE id = $1
       RETURNING lease_expires_at
        )
@@ -265,7 +273,8 @@ export class SubmissionsRepository {
     exitStatus: number | null,
   ): Promise<void> {
     await m.query(
-      `UPDATE job_submissions SET status = $2, termination_reason = $3, exit_status = $4, finished_at = now(), lease_expires_at = NULL WHERE id = $1`,
+      `UPDATE job_submissions SET status = $2, termination_reason = $3, exit_status = $4, finished_at = now(),
+         lease_expires_at = NULL WHERE id = $1`,
       [id, status, reason, exitStatus],
     );
   }
@@ -300,7 +309,8 @@ export class SubmissionsRepository {
       m,
       'lifecycle_finish_submission_and_job',
       `WITH finished AS (
-         UPDATE job_submissions SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(), lease_expires_at = NULL
+         UPDATE job_submissions SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(),
+           lease_expires_at = NULL
           WHERE id = $1
        )
        UPDATE jobs SET status = $3, termination_reason = $4, completion_counted = $6 WHERE id = $2`,
@@ -317,7 +327,8 @@ export class SubmissionsRepository {
     const id = randomUUID();
     const submissionNum = job.latestSubmissionNum + 1;
     await m.query(
-      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu, memory_mib, gpu)
+      `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu,
+                                    memory_mib, gpu)
        VALUES ($1, $2, $3, $4, $5, $10, $6, $7, $8, $9)`,
       [id, job.id, job.runId, job.jobGroupId, submissionNum, prev.priority, prev.cpu, prev.memoryMib, prev.gpu, QUEUED],
     );
@@ -374,10 +385,12 @@ export class SubmissionsRepository {
            FROM victims v WHERE s.id = v.id
        RETURNING s.job_id, v.submission_num
        ), jobs_done AS (
-         UPDATE jobs j SET status = $3, termination_reason = $4 FROM done d WHERE j.id = d.job_id AND j.latest_submission_id IN (SELECT id FROM victims)
+         UPDATE jobs j SET status = $3, termination_reason = $4 FROM done d
+           WHERE j.id = d.job_id AND j.latest_submission_id IN (SELECT id FROM victims)
        RETURNING j.id
        )
-       SELECT (SELECT count(*) FROM done)::int AS n, (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries`,
+       SELECT (SELECT count(*) FROM done)::int AS n,
+              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries`,
       [runId, groupIds, status, reason, limit],
     );
     return row;

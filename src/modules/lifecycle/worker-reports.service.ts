@@ -28,6 +28,7 @@ import type {
   HeartbeatInput,
   RunningInput,
 } from './lifecycle.types';
+import { required } from '../../common/required';
 
 const stale = (message: string) => new DomainError('STALE_SUBMISSION', message);
 
@@ -127,7 +128,13 @@ export class WorkerReportsService {
         principal.userId,
         this.env.RUNPLANE_LEASE_SECONDS,
       );
-      for (const runId of [...deltas.keys()].sort()) await this.runStatus.moveActive(m, runId, deltas.get(runId)!);
+      for (const runId of [...deltas.keys()].sort()) {
+        await this.runStatus.moveActive(
+          m,
+          runId,
+          required(deltas.get(runId), `the active-count delta of run ${runId}`),
+        );
+      }
       return rows;
     });
     return {
@@ -222,7 +229,7 @@ export class WorkerReportsService {
       // Otherwise the rows are locked and unchanged: a retryable outcome, or a report repeated, stale or unknown.
       const locked = retryable ? await this.subs.lockWithJob(m, id) : current;
       const s = owned(locked?.submission, id, holder);
-      const job = locked!.job;
+      const job = required(locked, `submission ${id}`).job;
       if (isFinished(s.status)) {
         if (s.status === body.status && s.terminationReason === body.termination_reason) return this.answer(s, job);
         throw stale(`submission ${id} already finished as ${s.status} (${s.terminationReason})`);
@@ -246,7 +253,7 @@ export class WorkerReportsService {
     return {
       submission_id: s.id,
       status: s.status,
-      termination_reason: s.terminationReason!,
+      termination_reason: required(s.terminationReason, `the termination reason of submission ${s.id}`),
       retry_submission:
         retried && job.latestSubmissionNum === s.submissionNum + 1
           ? { id: job.latestSubmissionId, submission_num: job.latestSubmissionNum }

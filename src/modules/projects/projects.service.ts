@@ -10,6 +10,7 @@ import { CreateProjectDto, MemberDto, ProjectAccess, ProjectView, UpdateProjectD
 import { Project } from './entities/project.entity';
 import { PROJECT_ROLE_RANK, ProjectMember, ProjectRole } from './entities/project-member.entity';
 import { ProjectsRepository } from './projects.repository';
+import { required } from '../../common/required';
 
 @Injectable()
 export class ProjectsService {
@@ -59,7 +60,7 @@ export class ProjectsService {
   ): Promise<{ projectId: string; billingLimitUsd: number }[]> {
     return (await this.projects.withBillingLimit(afterId, limit)).map((p) => ({
       projectId: p.id,
-      billingLimitUsd: p.billingLimitUsd!,
+      billingLimitUsd: required(p.billingLimitUsd, `the billing limit of project ${p.id}`),
     }));
   }
 
@@ -149,7 +150,7 @@ export class ProjectsService {
       await this.projects.replaceMembers(
         m,
         access.projectId,
-        members.map((x) => ({ userId: found.get(x.user)!, role: x.role })),
+        members.map((x) => ({ userId: required(found.get(x.user), `the id of user ${x.user}`), role: x.role })),
       );
     });
     return this.get(principal, name);

@@ -48,7 +48,8 @@ export class RunAccessService {
     if (unfinished + adding > max) {
       throw new DomainError(
         'QUEUE_LIMIT_EXCEEDED',
-        `project ${access.projectName} has ${unfinished} unfinished jobs and at most ${max} are allowed: ${adding} more would exceed it; wait for jobs to finish or stop runs`,
+        `project ${access.projectName} has ${unfinished} unfinished jobs and at most ${max} are allowed: ${adding} ` +
+          `more would exceed it; wait for jobs to finish or stop runs`,
       );
     }
   }

@@ -20,6 +20,7 @@ import { RunsRepository } from './runs.repository';
 import { RunAccessService } from './run-access.service';
 import { RunStatusService } from './run-status.service';
 import { RunViewsService } from './run-views.service';
+import { required } from '../../common/required';
 
 /** What changes a run as a whole: submit, stop, delete, and stops on the system's behalf (the budget). */
 @Injectable()
@@ -94,7 +95,11 @@ export class RunCommandsService implements OnModuleInit {
               })),
             );
             const newJobs = this.jobs.expand(
-              body.jobs.map((job) => ({ jobGroupId: job.group_ref === undefined ? 0 : ids.get(job.group_ref)!, job })),
+              body.jobs.map((job) => ({
+                jobGroupId:
+                  job.group_ref === undefined ? 0 : required(ids.get(job.group_ref), `job group ${job.group_ref}`),
+                job,
+              })),
               0,
             );
             await this.jobs.insert(m, run.id, newJobs, run.priority);
@@ -160,7 +165,9 @@ export class RunCommandsService implements OnModuleInit {
     }
   }
 
-  /** Stop = cancel job group 0 (reason stopped_by_user or aborted_by_user). Idempotent; a finished run is left as is. */
+  /**
+   * Stop = cancel job group 0 (reason stopped_by_user or aborted_by_user). Idempotent; a finished run is left as is.
+   */
   async stop(principal: Principal, projectName: string, runId: string, abort: boolean): Promise<RunView> {
     const { run } = await this.access.requireRun(principal, projectName, runId);
     await this.tx.run(async (m) => {
@@ -238,5 +245,6 @@ const NOUNS = [
 
 function generatedRunName(): string {
   const b = randomBytes(4);
-  return `${ADJECTIVES[b[0] % ADJECTIVES.length]}-${NOUNS[b[1] % NOUNS.length]}-${b.readUInt16BE(2).toString(16).padStart(4, '0')}`;
+  const suffix = b.readUInt16BE(2).toString(16).padStart(4, '0');
+  return `${ADJECTIVES[b[0] % ADJECTIVES.length]}-${NOUNS[b[1] % NOUNS.length]}-${suffix}`;
 }

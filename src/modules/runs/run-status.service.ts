@@ -61,7 +61,8 @@ export class RunStatusService {
       }
       if (a.nProvisioning !== root.nProvisioning || a.nRunning !== root.nRunning || a.nRetrying !== root.nRetrying) {
         out.push(
-          `run ${r.id}: active counts ${JSON.stringify([root.nProvisioning, root.nRunning, root.nRetrying])} but jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`,
+          `run ${r.id}: active counts ${JSON.stringify([root.nProvisioning, root.nRunning, root.nRetrying])} but ` +
+            `jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`,
         );
       }
       const rootStop = stops.get(r.id)?.get(0);
@@ -76,7 +77,8 @@ export class RunStatusService {
         derived.terminationReason !== r.terminationReason
       ) {
         out.push(
-          `run ${r.id}: status ${r.status}/${r.statusMessage}/${r.terminationReason} but counters derive ${derived.status}/${derived.statusMessage}/${derived.terminationReason}`,
+          `run ${r.id}: status ${r.status}/${r.statusMessage}/${r.terminationReason} but counters derive ` +
+            `${derived.status}/${derived.statusMessage}/${derived.terminationReason}`,
         );
       }
     }

@@ -26,6 +26,7 @@ import { deriveJobCounts } from './job-counts';
 import { Run } from './entities/run.entity';
 import { RunsRepository } from './runs.repository';
 import { RunAccessService } from './run-access.service';
+import { required } from '../../common/required';
 
 /** Runs as the API shows them: one run, the runs list, their job counts, jobs and costs. */
 @Injectable()
@@ -131,7 +132,7 @@ export class RunViewsService {
         users.get(r.userId) ?? r.userId,
         counts.get(r.id) ?? {},
         jobs.get(r.id) ?? NO_JOBS,
-        costs.get(r.id)!,
+        required(costs.get(r.id), `the cost of run ${r.id}`),
       ),
     );
   }
@@ -211,7 +212,7 @@ export class RunViewsService {
     await this.fillSubmissionCosts(jobs.jobs, m);
     const counts = (await this.jobCounts([run.id], m)).get(run.id) ?? {};
     const fresh = m ? ((await this.runs.findRunById(run.id, m)) ?? run) : run;
-    const cost = (await this.billing.runCosts([run.id], m)).get(run.id)!;
+    const cost = required((await this.billing.runCosts([run.id], m)).get(run.id), `the cost of run ${run.id}`);
     return toRunView(fresh, project, user, counts, jobs, cost);
   }
 }

@@ -65,7 +65,9 @@ export class RunsController {
     return this.views.list(p, project, q);
   }
 
-  /** One run with its first `jobs_limit` jobs; `job_submissions_limit` omitted = every submission (up to 1,000) of each. */
+  /**
+   * One run with its first `jobs_limit` jobs; `job_submissions_limit` omitted = every submission (up to 1,000) of each.
+   */
   @Get('projects/:project/runs/:runId')
   @ApiProjectParam()
   @ApiUuidParam('runId', 'Run')

@@ -96,13 +96,14 @@ export class RunsRepository {
     if (f.userId) qb.andWhere('r.user_id = :userId', { userId: f.userId });
     if (f.onlyActive) qb.andWhere(`r.status <> ALL(:finished)`, { finished: FINISHED_RUN_STATUSES });
     const dir = f.ascending ? 'ASC' : 'DESC';
-    if (f.after) {
+    const after = f.after;
+    if (after) {
       const op = f.ascending ? '>' : '<';
       qb.andWhere(
         new Brackets((w) =>
           w
-            .where(`r.submitted_at ${op} :afterAt`, { afterAt: f.after!.submittedAt })
-            .orWhere(`r.submitted_at = :afterAt AND r.id ${op} :afterId`, { afterId: f.after!.id }),
+            .where(`r.submitted_at ${op} :afterAt`, { afterAt: after.submittedAt })
+            .orWhere(`r.submitted_at = :afterAt AND r.id ${op} :afterId`, { afterId: after.id }),
         ),
       );
     }

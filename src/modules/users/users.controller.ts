@@ -30,7 +30,10 @@ export class UsersController {
     return this.users.me(principal);
   }
 
-  /** The secret is shown only in this response; at most RUNPLANE_MAX_TOKENS_PER_USER live tokens (409 TOKEN_LIMIT_REACHED). */
+  /**
+   * The secret is shown only in this response; at most RUNPLANE_MAX_TOKENS_PER_USER live tokens (409
+   * TOKEN_LIMIT_REACHED).
+   */
   @Post('me/tokens')
   @HttpCode(201)
   @Access('user')

@@ -51,7 +51,9 @@ export class UsersService {
     return this.dataSource.transaction(async (m) => this.insertWithToken(m, name, globalRole, newToken()));
   }
 
-  /** A new token for the caller, refused past RUNPLANE_MAX_TOKENS_PER_USER live ones (counted under the user's lock). */
+  /**
+   * A new token for the caller, refused past RUNPLANE_MAX_TOKENS_PER_USER live ones (counted under the user's lock).
+   */
   async issueToken(principal: Principal): Promise<IssuedToken> {
     const token = newToken();
     const max = this.env.RUNPLANE_MAX_TOKENS_PER_USER;
@@ -61,7 +63,8 @@ export class UsersService {
       if (live >= max) {
         throw new DomainError(
           'TOKEN_LIMIT_REACHED',
-          `${principal.name} has ${live} tokens, the most allowed is ${max}: revoke unused ones with DELETE /api/v1/users/me/tokens/{id} (GET /api/v1/users/me/tokens lists them)`,
+          `${principal.name} has ${live} tokens, the most allowed is ${max}: revoke unused ones with DELETE ` +
+            `/api/v1/users/me/tokens/{id} (GET /api/v1/users/me/tokens lists them)`,
         );
       }
       return this.users.insertToken(m, principal.userId, hashToken(token));
@@ -85,7 +88,9 @@ export class UsersService {
     );
   }
 
-  /** Revokes one of the caller's tokens (the one in use included); another user's token is a 404, like a missing one. */
+  /**
+   * Revokes one of the caller's tokens (the one in use included); another user's token is a 404, like a missing one.
+   */
   async revokeToken(principal: Principal, tokenId: string): Promise<void> {
     if (!UUID.test(tokenId)) throw notFound(`token ${tokenId}`);
     const hash = await this.dataSource.transaction((m) => this.users.deleteToken(m, principal.userId, tokenId));

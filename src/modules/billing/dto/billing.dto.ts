@@ -76,7 +76,10 @@ export class CostBreakdownItem {
   cost_usd!: number;
 }
 
-/** Cost exact at the moment of the request: closed usage plus what running submissions have used since their last rollup. */
+/**
+ * Cost exact at the moment of the request: closed usage plus what running submissions have used since their last
+ * rollup.
+ */
 export class CostReport {
   @ApiProperty()
   total_usd!: number;
@@ -104,7 +107,8 @@ export class BillingReportQueryDto {
     pattern: GROUP_BY.source,
     default: 'day',
     description:
-      'Comma list of `user`, `day`, `resource`. A report answers at most 100,000 rows; a bigger one is a 400 naming `to`.',
+      'Comma list of `user`, `day`, `resource`. A report answers at most 100,000 rows; a bigger one is a 400 ' +
+      'naming `to`.',
   })
   @IsOptional()
   @Matches(GROUP_BY, { message: 'must be a comma list of user, day, resource' })

@@ -1,6 +1,9 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 
-/* Usage aggregates, in unit-seconds of one resource version (exact numeric). Rows with a `token` are shards: sum them. */
+/*
+ * Usage aggregates, in unit-seconds of one resource version (exact numeric).
+ * Rows with a `token` are shards: sum them.
+ */
 
 @Entity('billing_job_usage')
 export class BillingJobUsage {

@@ -11,7 +11,8 @@ export class AddJobsDto {
     minItems: 1,
     maxItems: MAX_JOBS_PER_REQUEST,
     description:
-      'Jobs to add: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded; the answer lists them all. No `group_ref` here.',
+      'Jobs to add: 1 to 10,000 entries, and at most 10,000 jobs once replicas are expanded; the answer lists them ' +
+      'all. No `group_ref` here.',
   })
   @IsArray()
   @ArrayMinSize(1)

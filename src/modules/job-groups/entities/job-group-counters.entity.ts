@@ -8,7 +8,8 @@ import { Check, Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
 })
 @Check(
   'ck_job_group_counters_active',
-  'n_provisioning >= 0 AND n_running >= 0 AND n_retrying >= 0 AND (job_group_id = 0 OR n_provisioning + n_running + n_retrying = 0)',
+  'n_provisioning >= 0 AND n_running >= 0 AND n_retrying >= 0 ' +
+    'AND (job_group_id = 0 OR n_provisioning + n_running + n_retrying = 0)',
 )
 @Check(
   'ck_job_group_counters_sum',

@@ -54,7 +54,10 @@ export class RunListQueryDto extends PageQueryDto {
 
   @ApiPropertyOptional({
     type: 'integer',
-    description: `Jobs per run, the first by (job_num, replica_num); jobs_truncated tells when a run has more (every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. Default ${DEFAULT_LIST_JOBS_LIMIT}, at most ${MAX_JOBS_LIMIT}.`,
+    description:
+      `Jobs per run, the first by (job_num, replica_num); jobs_truncated tells when a run has more ` +
+      `(every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. ` +
+      `Default ${DEFAULT_LIST_JOBS_LIMIT}, at most ${MAX_JOBS_LIMIT}.`,
     minimum: 0,
     maximum: MAX_JOBS_LIMIT,
     default: DEFAULT_LIST_JOBS_LIMIT,
@@ -84,7 +87,10 @@ export class RunListQueryDto extends PageQueryDto {
 export class RunGetQueryDto {
   @ApiPropertyOptional({
     type: 'integer',
-    description: `Jobs shown, the first by (job_num, replica_num); jobs_truncated tells when the run has more (every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. Default ${DEFAULT_RUN_JOBS_LIMIT}, at most ${MAX_JOBS_LIMIT}.`,
+    description:
+      `Jobs shown, the first by (job_num, replica_num); jobs_truncated tells when the run has more ` +
+      `(every job: GET .../job-groups/0/jobs?recursive=true). 0 = job_counts only. ` +
+      `Default ${DEFAULT_RUN_JOBS_LIMIT}, at most ${MAX_JOBS_LIMIT}.`,
     minimum: 0,
     maximum: MAX_JOBS_LIMIT,
     default: DEFAULT_RUN_JOBS_LIMIT,
@@ -97,7 +103,9 @@ export class RunGetQueryDto {
   jobs_limit?: number;
 
   @ApiPropertyOptional({
-    description: `Newest submissions shown per job. Omitted = all, up to the newest ${MAX_RUN_VIEW_SUBMISSIONS} (the whole history: GET .../jobs/{job_id}/submissions). At most ${MAX_RUN_VIEW_SUBMISSIONS}.`,
+    description:
+      `Newest submissions shown per job. Omitted = all, up to the newest ${MAX_RUN_VIEW_SUBMISSIONS} ` +
+      `(the whole history: GET .../jobs/{job_id}/submissions). At most ${MAX_RUN_VIEW_SUBMISSIONS}.`,
     minimum: 0,
     maximum: MAX_RUN_VIEW_SUBMISSIONS,
   })

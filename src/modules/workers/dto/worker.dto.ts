@@ -95,8 +95,9 @@ export class CapacityDto {
 const WORKER_ID_DOC = {
   pattern: WORKER_ID.source,
   description:
-    'The worker process, chosen by the worker. A claimed submission is held by this id together with the service account ' +
-    'that claimed it: reports must come from both (another account gets 404, another worker of the same account 409).',
+    'The worker process, chosen by the worker. A claimed submission is held by this id together with the service ' +
+    'account that claimed it: reports must come from both ' +
+    '(another account gets 404, another worker of the same account 409).',
 };
 
 export class ClaimDto {
@@ -169,8 +170,9 @@ export class CompleteDto extends WorkerReportDto {
     enum: WORKER_REPORTABLE_REASONS,
     description:
       `Must go with \`status\` (${PAIRS_TEXT}); anything else is a 400 naming this field. ` +
-      'A submission that never reported `running` can only end as `failed` (failed_to_start_due_to_no_capacity, executor_error, ' +
-      'instance_unreachable), `terminated` (a cancellation reason) or `aborted`; another outcome is a 409 `TRANSITION_NOT_ALLOWED`.',
+      'A submission that never reported `running` can only end as `failed` ' +
+      '(failed_to_start_due_to_no_capacity, executor_error, instance_unreachable), ' +
+      '`terminated` (a cancellation reason) or `aborted`; another outcome is a 409 `TRANSITION_NOT_ALLOWED`.',
   })
   @IsReasonOfStatus()
   termination_reason!: TerminationReason;
