@@ -1,5 +1,5 @@
 import { Controller, Get, Headers, Param, Query, Req, Res } from '@nestjs/common';
-import { ApiExtraModels, ApiHeader, ApiResponse, ApiTags, getSchemaPath } from '@nestjs/swagger';
+import { ApiExtraModels, ApiHeader, ApiOperation, ApiResponse, ApiTags, getSchemaPath } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { Access, CurrentPrincipal, type Principal } from '../../common/auth/principal';
 import { validationFailed } from '../../common/errors/domain-error';
@@ -32,6 +32,14 @@ export class LogsController {
    * most `limit` chunks and stop adding chunks past 4 MiB of data.
    */
   @Get('projects/:project/runs/:runId/jobs/:jobId/logs')
+  @ApiOperation({
+    summary: "A job's output, paged or followed",
+    description:
+      "Default: the job's latest submission (`submission_num` picks another attempt), both streams in the order " +
+      'they were written (`stream` picks one, in byte order). Each chunk is its bytes at `offset` of its stream: ' +
+      "concatenating a stream's chunks gives the output byte for byte (`encoding: base64` for bytes that are not " +
+      'UTF-8 text). A page holds at most `limit` chunks and stops adding chunks past 4 MiB of data.',
+  })
   @ApiProjectParam()
   @ApiUuidParam('runId', 'Run')
   @ApiUuidParam('jobId', 'Job')

@@ -174,13 +174,11 @@ export class LogsService implements OnModuleInit, OnModuleDestroy {
           };
           return;
         }
-        if (items.length === 0) {
-          // Seen finished: one more read picks up whatever was committed before the final report.
-          const state = await this.jobs.submissionState(target.submission.id);
-          if (!state || isFinished(state.status)) {
-            finished = state ?? target.submission;
-            continue;
-          }
+        // Seen finished: one more read picks up whatever was committed before the final report.
+        const state = await this.jobs.submissionState(target.submission.id);
+        if (!state || isFinished(state.status)) {
+          finished = state ?? target.submission;
+          continue;
         }
         await waker.wait(this.store.rereadMs);
       }
