@@ -103,7 +103,7 @@ class Pending {
  */
 export class LogShipper implements LogSink {
   private readonly api: RunplaneClient;
-  private readonly streams = new Map<LogStreamName, Pending>(STREAMS.map((s) => [s, new Pending()]));
+  private readonly streams: Record<LogStreamName, Pending> = { stdout: new Pending(), stderr: new Pending() };
   private readonly abort = new AbortController();
   private readonly o: Required<Omit<LogShipperOptions, 'fetch' | 'onWarning'>> &
     Pick<LogShipperOptions, 'fetch' | 'onWarning'>;
@@ -144,7 +144,7 @@ export class LogShipper implements LogSink {
 
   /** Bytes accepted by the server, per stream. */
   get accepted(): Record<LogStreamName, number> {
-    return { stdout: this.streams.get('stdout')!.base, stderr: this.streams.get('stderr')!.base };
+    return { stdout: this.streams.stdout.base, stderr: this.streams.stderr.base };
   }
 
   /** Output given up on: written after a stop or close, past the buffer limit, or left when close() timed out. */
@@ -154,7 +154,7 @@ export class LogShipper implements LogSink {
 
   write(stream: LogStreamName, chunk: Buffer): void {
     if (chunk.length === 0) return;
-    const s = this.streams.get(stream)!;
+    const s = this.streams[stream];
     if (this.stopped || this.closing) {
       this.droppedBytes += chunk.length;
       return;
@@ -181,7 +181,7 @@ export class LogShipper implements LogSink {
     const late = await Promise.race([delivered.then(() => false), timedOut]);
     clearTimeout(timer);
     if (late) {
-      const left = STREAMS.reduce((n, name) => n + this.streams.get(name)!.bytes, 0);
+      const left = STREAMS.reduce((n, name) => n + this.streams[name].bytes, 0);
       this.stop(`close timed out with ${left} bytes undelivered`);
       await delivered;
     }
@@ -190,7 +190,7 @@ export class LogShipper implements LogSink {
 
   /** Starts sending a stream's waiting bytes unless a send is in flight; resolves when that stream is idle. */
   private kick(name: LogStreamName): Promise<void> {
-    const s = this.streams.get(name)!;
+    const s = this.streams[name];
     clearTimeout(s.timer);
     s.timer = undefined;
     if (!s.sending)
@@ -312,7 +312,7 @@ export class LogShipper implements LogSink {
     this.stopped = true;
     this.stopReason = reason;
     this.abort.abort();
-    for (const s of this.streams.values()) {
+    for (const s of Object.values(this.streams)) {
       clearTimeout(s.timer);
       this.droppedBytes += s.bytes;
       s.drop(s.bytes);
@@ -326,13 +326,12 @@ export class LogShipper implements LogSink {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
+      const done = () => {
         clearTimeout(timer);
-        self.abort.signal.removeEventListener('abort', done);
+        this.abort.signal.removeEventListener('abort', done);
         resolve();
-      }
+      };
+      const timer = setTimeout(done, ms);
       this.abort.signal.addEventListener('abort', done, { once: true });
     });
   }

@@ -60,7 +60,7 @@ describe('log shipper', () => {
       )
     ).map((r: { stream: string; n: number; biggest: number }) => ({ ...r, biggest: Number(r.biggest) }));
 
-  it("ships a process's 200,000 lines of stdout and stderr; they read back byte for byte, each stream in order", async () => {
+  it("ships a process's 200,000 lines of stdout and stderr; they read back byte for byte, in order", async () => {
     const { worker, s, shipper, path, warnings } = await shipping();
     const script =
       'for ((i=0;i<100000;i++)); do echo "out $i héllo"; echo "err $i" >&2; done; printf \'\\xff\\xfe\\x00end\\n\'';
@@ -98,7 +98,7 @@ describe('log shipper', () => {
     expect([shipper.quotaExceeded, shipper.failure, shipper.dropped, warnings]).toEqual([false, undefined, 0, []]);
   });
 
-  it('batches by time: output trickling in is sent about every flush interval, and arrives before close()', async () => {
+  it('batches by time: output trickling in is sent every flush interval, before any close()', async () => {
     const { worker, s, shipper, path } = await shipping({ flushIntervalMs: 100 });
     for (let i = 0; i < 50; i++) {
       shipper.write('stdout', Buffer.from(`tick ${i}\n`));
@@ -191,7 +191,7 @@ describe('log shipper', () => {
     });
     afterAll(() => q.close());
 
-    it('stops at the quota: quotaExceeded and quotaReached tell the executor, which ends the job failed/log_quota_exceeded', async () => {
+    it('stops at the quota, keeping its worth: quotaExceeded and quotaReached tell the executor', async () => {
       const { worker, s, shipper, path } = await shipping(
         { flushBytes: 1000 },
         { t: q, service: qService, project: qProject, url: qUrl },

@@ -58,7 +58,7 @@ describe('logs', () => {
       )[0].n,
     );
 
-  it('appends chunks at their offsets; they read back byte for byte, text as text and other bytes as base64', async () => {
+  it('appends chunks at offsets; they read back byte for byte (text as text, other bytes as base64)', async () => {
     const { worker, s, path } = await started();
     const binary = Buffer.from([0xff, 0x00, 0x41, 0xc3]); // not UTF-8, with a NUL
     const unicode = 'héllo wörld ✓ 🚀\r\n\ttabs\u001b[31mred\u001b[0m\n';
@@ -85,7 +85,7 @@ describe('logs', () => {
     expect(new Date(log.items[0].at).getTime()).toBeLessThanOrEqual(Date.now());
   });
 
-  it('a resend of an accepted chunk is acknowledged and stored once; one that goes further stores only the rest', async () => {
+  it('a resend of an accepted chunk is acknowledged and stored once; a longer one stores only the rest', async () => {
     const { worker, s, path } = await started();
     const first = await post(s.id, chunk(worker, 'stdout', 0, 'line 1\n')).expect(200);
     const again = await post(s.id, chunk(worker, 'stdout', 0, 'line 1\n')).expect(200);
@@ -161,7 +161,7 @@ describe('logs', () => {
     expect(await storedRows(s.id)).toBe(1);
   });
 
-  it("another account's submission is a 404, another worker id's a 409 STALE_SUBMISSION, an unclaimed one a 404; nothing is stored", async () => {
+  it('not the holder: another account 404, another worker id 409 STALE_SUBMISSION, unclaimed 404', async () => {
     const { worker, s, path } = await started();
     const other = await t.user('service');
     const byOtherAccount = await post(s.id, chunk(worker, 'stdout', 0, 'x'), other);
@@ -169,18 +169,19 @@ describe('logs', () => {
     const byOtherWorker = await post(s.id, { ...chunk(worker, 'stdout', 0, 'x'), worker_id: 'not-the-holder' });
     expect([byOtherWorker.status, byOtherWorker.body.code]).toEqual([409, 'STALE_SUBMISSION']);
     const queued = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
-    const unclaimed = await post(queued.jobs[0].latest_job_submission!.id, chunk(worker, 'stdout', 0, 'x'));
+    const queuedId = queued.jobs[0].job_submissions[0].id;
+    const unclaimed = await post(queuedId, chunk(worker, 'stdout', 0, 'x'));
     expect(unclaimed.status).toBe(404);
     await post('00000000-0000-4000-8000-000000000000', chunk(worker, 'stdout', 0, 'x')).expect(404);
     await post('not-a-uuid', chunk(worker, 'stdout', 0, 'x')).expect(404);
     // A user's token may not write.
     expect((await post(s.id, chunk(worker, 'stdout', 0, 'x'), owner)).status).toBe(403);
     expect(await storedRows(s.id)).toBe(0);
-    expect(await storedRows(queued.jobs[0].latest_job_submission!.id)).toBe(0);
+    expect(await storedRows(queuedId)).toBe(0);
     expect((await readLog(t, owner, path)).items).toEqual([]);
   });
 
-  it('a finished submission takes its last chunks for the grace period, then refuses them (409 STALE_SUBMISSION)', async () => {
+  it('a finished submission takes chunks for the grace period, then refuses them (409 STALE_SUBMISSION)', async () => {
     const { worker, s, path } = await started();
     await post(s.id, chunk(worker, 'stdout', 0, 'before exit\n')).expect(200);
     expect((await worker.complete(s.id, DONE)).status).toBe(200);
@@ -194,7 +195,7 @@ describe('logs', () => {
     expect((await readLog(t, owner, path)).stdout.toString()).toBe('before exit\nprinted just before exit\n');
   });
 
-  it('pages by cursor: both streams in the order written, one stream in byte order; next_cursor null once finished', async () => {
+  it('pages by cursor: both streams as written, one in byte order; next_cursor null once finished', async () => {
     const { worker, s, path } = await started();
     const written: [string, string][] = [];
     const offsets = { stdout: 0, stderr: 0 };
@@ -209,7 +210,7 @@ describe('logs', () => {
       (await t.http.get(path).query(query).set(owner.auth).expect(200)).body;
     // Both streams, 10 a page.
     const seen: LogItem[] = [];
-    let cursor: string | undefined;
+    let cursor = '';
     for (let page = 0; page < 3; page++) {
       const body = await pageOf({ limit: 10, ...(cursor ? { cursor } : {}) });
       expect(body.items.length).toBe(page < 2 ? 10 : 5);
@@ -218,14 +219,14 @@ describe('logs', () => {
       expect(cursor).toEqual(expect.any(String)); // running: there may be more later
     }
     expect(seen.map((i) => [i.stream, bytesOf(i).toString()])).toEqual(written);
-    expect((await pageOf({ cursor: cursor! })).items).toEqual([]);
+    expect((await pageOf({ cursor })).items).toEqual([]);
     // A chunk written later is found from the last cursor.
     await post(s.id, chunk(worker, 'stdout', offsets.stdout, 'late line\n')).expect(200);
-    const later = await pageOf({ cursor: cursor! });
+    const later = await pageOf({ cursor });
     expect(later.items.map((i: LogItem) => i.data)).toEqual(['late line\n']);
     // One stream, in byte order, 4 a page.
     const stderr: LogItem[] = [];
-    cursor = undefined;
+    cursor = '';
     for (;;) {
       const body = await pageOf({ stream: 'stderr', limit: 4, ...(cursor ? { cursor } : {}) });
       stderr.push(...body.items);
@@ -339,7 +340,7 @@ describe('logs', () => {
       }
     };
 
-    it('sends what is stored, then new chunks in order as they come, and ends once the submission finishes', async () => {
+    it('sends what is stored, then new chunks in order as they come; ends once the submission finishes', async () => {
       const { worker, s, path } = await started();
       await post(s.id, chunk(worker, 'stdout', 0, 'early\n')).expect(200);
       const f = follow(path);
@@ -374,14 +375,14 @@ describe('logs', () => {
       });
     });
 
-    it('resumes after Last-Event-ID (or cursor), `follow=true` without the Accept header, one stream at a time', async () => {
+    it('resumes after Last-Event-ID; follow=true without the Accept header; one stream at a time', async () => {
       const { worker, s, path } = await started();
       for (let i = 0; i < 5; i++) await post(s.id, chunk(worker, 'stdout', i * 2, `${i}\n`)).expect(200);
       await post(s.id, chunk(worker, 'stderr', 0, 'e\n')).expect(200);
       expect((await worker.complete(s.id, DONE)).status).toBe(200);
       const all = follow(path);
       await all.done;
-      const ids = all.events.filter((e) => e.event === 'chunk').map((e) => e.id!);
+      const ids = all.events.flatMap((e) => (e.event === 'chunk' && e.id ? [e.id] : []));
       expect(ids.length).toBe(6);
       const resumed = follow(path, { 'Last-Event-ID': ids[2] });
       await resumed.done;
@@ -476,7 +477,7 @@ describe('logs: the per-submission quota', () => {
   });
   afterAll(() => t.close());
 
-  it('past the quota (both streams together) a chunk is refused whole: 413 LOG_QUOTA_EXCEEDED; the job then ends failed/log_quota_exceeded', async () => {
+  it('past the quota (both streams together) a chunk is refused whole: 413 LOG_QUOTA_EXCEEDED', async () => {
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
     const worker = makeWorker(t, service, uniqueName('w'));
     const [s] = await claimFor(worker, run.id);

@@ -69,7 +69,7 @@ export function followSse(
 ): { events: SseEvent[]; done: Promise<{ status: number; contentType: string; body: string }>; close: () => void } {
   const events: SseEvent[] = [];
   const url = new URL(path, baseUrl);
-  let closeIt = () => undefined as void;
+  let closeIt: () => void = () => undefined;
   const done = new Promise<{ status: number; contentType: string; body: string }>((resolve, reject) => {
     const req = request(url, { headers: { Accept: 'text/event-stream', ...headers } }, (res) => {
       let buffer = '';
@@ -84,17 +84,16 @@ export function followSse(
           buffer = buffer.slice(end + 2);
           const e: SseEvent = { event: 'message', data: '' };
           const data: string[] = [];
-          let any = false;
           for (const line of block.split('\n')) {
-            if (line.startsWith(':')) continue;
+            if (line.startsWith(':')) continue; // a comment (heartbeat)
             const i = line.indexOf(':');
             const field = i === -1 ? line : line.slice(0, i);
             const value = i === -1 ? '' : line.slice(i + 1).replace(/^ /, '');
-            if (field === 'event') ((e.event = value), (any = true));
-            else if (field === 'id') ((e.id = value), (any = true));
-            else if (field === 'data') (data.push(value), (any = true));
+            if (field === 'event') e.event = value;
+            else if (field === 'id') e.id = value;
+            else if (field === 'data') data.push(value);
           }
-          if (!any || data.length === 0) continue;
+          if (data.length === 0) continue; // no event (e.g. `retry:` alone)
           e.data = data.join('\n');
           events.push(e);
           onEvent?.(e);

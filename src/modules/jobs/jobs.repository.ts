@@ -182,7 +182,8 @@ export class JobsRepository {
     const rows: SubmissionState[] = await this.dataSource.query(
       `SELECT s.id, s.submission_num AS "submissionNum", s.status, s.termination_reason AS "terminationReason",
               s.finished_at AS "finishedAt"
-         FROM jobs j JOIN job_submissions s ON s.job_id = j.id AND s.submission_num = coalesce($3, j.latest_submission_num)
+         FROM jobs j
+         JOIN job_submissions s ON s.job_id = j.id AND s.submission_num = coalesce($3, j.latest_submission_num)
         WHERE j.run_id = $1 AND j.id = $2`,
       [runId, jobId, submissionNum],
     );

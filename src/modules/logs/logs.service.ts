@@ -65,7 +65,8 @@ export class LogsService implements OnModuleInit, OnModuleDestroy {
    * stored. Only what goes past the stored bytes is stored; a repeat is acknowledged as it was the first time.
    */
   async append(principal: Principal, submissionId: string, body: LogChunkDto): Promise<LogChunkAckView> {
-    const data = chunkBytes(body.data, body.encoding)!;
+    // The DTO has checked `data` against its encoding.
+    const data = chunkBytes(body.data, body.encoding) ?? Buffer.alloc(0);
     const { stream, offset } = body;
     const result = await this.tx.run(async (m) => {
       const s = await this.lifecycle.heldForOutput(
@@ -196,7 +197,7 @@ export class LogsService implements OnModuleInit, OnModuleDestroy {
     limit: number,
   ): Promise<{ items: { id: string; chunk: LogChunkView }[]; last: LogPosition | undefined; more: boolean }> {
     const rows = await this.store.chunks({ submissionId, stream, after, limit: limit + 1, maxBytes: MAX_PAGE_BYTES });
-    const shown = rows.slice(0, limit).filter((r) => r.data !== null);
+    const shown = rows.slice(0, limit).flatMap((r) => (r.data === null ? [] : [{ ...r, data: r.data }]));
     const last = shown.length
       ? { seq: shown[shown.length - 1].seq, offset: shown[shown.length - 1].offset }
       : undefined;
@@ -210,8 +211,8 @@ export class LogsService implements OnModuleInit, OnModuleDestroy {
 
 const cursorOf = (p: LogPosition) => encodeCursor([p.seq, p.offset]);
 
-function toView(r: StoredChunk): LogChunkView {
-  const data = r.data!;
+function toView(r: StoredChunk & { data: Buffer }): LogChunkView {
+  const data = r.data;
   const text = isUtf8(data) && !data.includes(0);
   return {
     stream: r.stream,
@@ -284,13 +285,12 @@ class Waker {
   async wait(ms: number): Promise<void> {
     if (!this.pending && !this.signal.aborted) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, ms);
-        const self = this;
-        function done() {
+        const done = () => {
           clearTimeout(timer);
-          self.resolve = undefined;
+          this.resolve = undefined;
           resolve();
-        }
+        };
+        const timer = setTimeout(done, ms);
         this.resolve = done;
       });
     }

@@ -57,10 +57,10 @@ export class LogChunkDto extends WorkerReportDto {
     minimum: 0,
     maximum: MAX_LOG_OFFSET,
     description:
-      'Where `data` starts in the stream: the number of bytes of this stream sent before it. Equal to what the server ' +
-      'has accepted: appended. Below it (a resend): the bytes already stored must match (409 `LOG_DATA_MISMATCH` ' +
-      'if not) and only what goes past them is stored. Above it: 409 `LOG_OFFSET_GAP`. Each refusal carries ' +
-      '`accepted_length` (the bytes of the stream stored) in its `details`.',
+      'Where `data` starts in the stream: the number of bytes of this stream sent before it. Equal to what the ' +
+      'server has accepted: appended. Below it (a resend): the bytes already stored must match (409 ' +
+      '`LOG_DATA_MISMATCH` if not) and only what goes past them is stored. Above it: 409 `LOG_OFFSET_GAP`. Each ' +
+      'refusal carries `accepted_length` (the bytes of the stream stored) in its `details`.',
   })
   @IsInt()
   @Min(0)
