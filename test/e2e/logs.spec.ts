@@ -4,7 +4,7 @@ import { DONE, ERROR, ReferenceWorker } from '../../bench/reference-worker';
 import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
 import { bytesOf, followSse, LogItem, readLog, SseEvent } from '../support/logs';
 import { createTestApp, embeddedOnly, TestApp, TestUser, uniqueName } from '../support/test-app';
-import { claimFor, makeWorker } from '../support/workers';
+import { claimFor, invariants, makeWorker } from '../support/workers';
 
 const MiB = 1024 * 1024;
 
@@ -326,6 +326,35 @@ describe('logs', () => {
     expect(await count(run.id)).toEqual({ chunks: 0, submissions: 0 });
     // Other runs keep theirs.
     expect((await readLog(t, owner, keep.path)).stdout.toString()).toBe('kept\n');
+  });
+
+  it("the invariants report checks that each stream's chunks tile it (invariant 10)", async () => {
+    const admin = await t.user('admin');
+    const { worker, s } = await started();
+    await post(s.id, chunk(worker, 'stdout', 0, 'abc')).expect(200);
+    await post(s.id, chunk(worker, 'stdout', 3, 'def')).expect(200);
+    await post(s.id, chunk(worker, 'stderr', 0, 'err')).expect(200);
+    const about = async () =>
+      (await invariants(t, admin)).mismatches.filter((m) => JSON.stringify(m).includes(s.id)) as {
+        invariant: string;
+        detail: string;
+      }[];
+    expect(await about()).toEqual([]);
+    // A lost chunk (done behind the API's back) shows as a gap and as recorded bytes the chunks don't hold.
+    await t.dataSource.query(
+      `DELETE FROM log_chunks WHERE submission_id = $1 AND stream = 'stdout' AND byte_offset = 0`,
+      [s.id],
+    );
+    try {
+      const found = await about();
+      expect(found.map((m) => m.invariant)).toEqual(['log_chunks', 'log_chunks']);
+      expect(found[0].detail).toContain('stdout: a chunk at byte 3, where 0 was expected');
+      expect(found[1].detail).toContain('recorded 6/3 bytes (stdout/stderr) in 3 chunks, stored 3/3 in 2');
+    } finally {
+      await t.dataSource.query(`DELETE FROM log_chunks WHERE submission_id = $1`, [s.id]);
+      await t.dataSource.query(`DELETE FROM submission_logs WHERE submission_id = $1`, [s.id]);
+    }
+    await worker.complete(s.id, DONE);
   });
 
   describe('following (Server-Sent Events)', () => {

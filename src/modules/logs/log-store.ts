@@ -86,6 +86,12 @@ export interface LogStore {
   /** Tells this instance's watchers that a write of the submission committed (the caller saw its commit). */
   committed(submissionId: string): void;
 
+  /**
+   * Invariant 10 as stored: each stream's chunks tile it from byte 0 to its recorded length, with no gap or overlap,
+   * and the chunk count is the recorded one. Lists at most `limit` problems.
+   */
+  mismatches(limit: number): Promise<string[]>;
+
   /** How often a follower should read again without being woken: notifications may be missed or unavailable. */
   readonly rereadMs: number;
 }

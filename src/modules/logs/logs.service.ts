@@ -5,6 +5,7 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, encodeCursor, Page } from '../../common/pagination/cursor';
 import { Env } from '../../config/env';
 import { retryReadOnce } from '../../infra/database/read-retry';
+import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { JobsService, type SubmissionState } from '../jobs/jobs.service';
 import { isFinished } from '../lifecycle/vocabulary';
@@ -49,10 +50,12 @@ export class LogsService implements OnModuleInit, OnModuleDestroy {
     private readonly runCommands: RunCommandsService,
     private readonly jobs: JobsService,
     private readonly env: Env,
+    private readonly invariants: InvariantsRegistry,
   ) {}
 
   onModuleInit(): void {
     this.runCommands.onRunDeleted((m, runId) => this.store.deleteRun(m, runId));
+    this.invariants.register({ name: 'log_chunks', check: (limit) => this.store.mismatches(limit) });
   }
 
   /** Ends every follow on this instance (shutdown): clients resume elsewhere with Last-Event-ID. */

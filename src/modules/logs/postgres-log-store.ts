@@ -164,6 +164,36 @@ export class PostgresLogStore implements LogStore, OnModuleDestroy {
     await m.query(`DELETE FROM submission_logs WHERE run_id = $1`, [runId]);
   }
 
+  async mismatches(limit: number): Promise<string[]> {
+    const rows: { problem: string }[] = await this.dataSource.query(
+      `WITH c AS (
+         SELECT submission_id, stream, byte_offset, coalesce(lag(byte_offset + length) OVER w, 0) AS expected
+           FROM log_chunks WINDOW w AS (PARTITION BY submission_id, stream ORDER BY byte_offset)
+       ), totals AS (
+         SELECT submission_id, coalesce(sum(length) FILTER (WHERE stream = $1), 0) AS stdout,
+                coalesce(sum(length) FILTER (WHERE stream = $2), 0) AS stderr, count(*) AS chunks, max(seq) AS last_seq
+           FROM log_chunks GROUP BY submission_id
+       )
+       SELECT format('submission %s %s: a chunk at byte %s, where %s was expected', submission_id, stream,
+                     byte_offset, expected) AS problem
+         FROM c WHERE byte_offset <> expected
+       UNION ALL
+       SELECT format('submission %s: recorded %s/%s bytes (stdout/stderr) in %s chunks, stored %s/%s in %s '
+                     '(last seq %s)',
+                     l.submission_id, l.stdout_bytes, l.stderr_bytes, l.n_chunks, coalesce(t.stdout, 0),
+                     coalesce(t.stderr, 0), coalesce(t.chunks, 0), t.last_seq)
+         FROM submission_logs l LEFT JOIN totals t USING (submission_id)
+        WHERE l.stdout_bytes <> coalesce(t.stdout, 0) OR l.stderr_bytes <> coalesce(t.stderr, 0)
+           OR l.n_chunks <> coalesce(t.chunks, 0) OR t.last_seq <> l.n_chunks - 1
+       UNION ALL
+       SELECT format('submission %s: chunks without their submission_logs row', t.submission_id)
+         FROM totals t WHERE NOT EXISTS (SELECT 1 FROM submission_logs l WHERE l.submission_id = t.submission_id)
+       LIMIT $3`,
+      ['stdout' satisfies LogStream, 'stderr' satisfies LogStream, limit],
+    );
+    return rows.map((r) => r.problem);
+  }
+
   watch(submissionId: string, wake: () => void): () => void {
     let set = this.watchers.get(submissionId);
     if (!set) this.watchers.set(submissionId, (set = new Set()));
