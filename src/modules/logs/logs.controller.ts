@@ -70,7 +70,8 @@ export class LogsController {
     @Req() req: Request,
     @Res() res: Response,
   ): Promise<void> {
-    const follow = q.follow ?? acceptsEventStream(req);
+    // HEAD gets a page's headers, never a stream.
+    const follow = req.method === 'GET' && (q.follow ?? acceptsEventStream(req));
     if (lastEventId !== undefined && lastEventId.length > MAX_CURSOR_LENGTH)
       throw validationFailed('Last-Event-ID', `must be at most ${MAX_CURSOR_LENGTH} characters`);
     const after = this.logs.position(follow && lastEventId ? lastEventId : q.cursor);
