@@ -32,7 +32,8 @@ describe('log shipper', () => {
 
   /** A claimed, running submission and a shipper for it. */
   async function shipping(options: Partial<LogShipperOptions> = {}, app = { t, service, project, url }) {
-    const run = await makeRun(app.t, owner, app.project, { jobs: [{ spec: jobSpec() }] });
+    // Claimed ahead of whatever earlier test files left queued in this database.
+    const run = await makeRun(app.t, owner, app.project, { priority: 1000, jobs: [{ spec: jobSpec() }] });
     const worker = makeWorker(app.t, app.service, uniqueName('w'));
     const [s] = await claimFor(worker, run.id);
     expect((await worker.running(s.id)).status).toBe(200);

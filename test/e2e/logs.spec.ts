@@ -33,7 +33,8 @@ describe('logs', () => {
 
   /** A run of one job, its submission claimed by a new worker and reported running. */
   async function started(body: Record<string, unknown> = {}, account = service) {
-    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }], ...body });
+    // Claimed ahead of whatever earlier test files left queued in this database.
+    const run = await makeRun(t, owner, project, { priority: 1000, jobs: [{ spec: jobSpec() }], ...body });
     const worker = makeWorker(t, account, uniqueName('w'));
     const [s] = await claimFor(worker, run.id);
     expect((await worker.running(s.id)).status).toBe(200);
@@ -263,6 +264,7 @@ describe('logs', () => {
 
   it("each attempt's logs are kept apart (submission_num), the latest by default", async () => {
     const run = await makeRun(t, owner, project, {
+      priority: 1000,
       retry: { on_events: ['error'], max_attempts: 2 },
       jobs: [{ spec: jobSpec() }],
     });
@@ -507,7 +509,7 @@ describe('logs: the per-submission quota', () => {
   afterAll(() => t.close());
 
   it('past the quota (both streams together) a chunk is refused whole: 413 LOG_QUOTA_EXCEEDED', async () => {
-    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
+    const run = await makeRun(t, owner, project, { priority: 1000, jobs: [{ spec: jobSpec() }] });
     const worker = makeWorker(t, service, uniqueName('w'));
     const [s] = await claimFor(worker, run.id);
     await worker.running(s.id);
