@@ -12,6 +12,7 @@ import { MetricsModule } from './infra/metrics/metrics.module';
 import { ProjectsModule } from './modules/projects/projects.module';
 import { JobGroupsApiModule } from './modules/job-groups/job-groups-api.module';
 import { LoopsModule } from './infra/loops/loops.module';
+import { LogsModule } from './modules/logs/logs.module';
 import { InvariantsModule } from './infra/invariants/invariants.module';
 import { RunsModule } from './modules/runs/runs.module';
 import { UsersModule } from './modules/users/users.module';
@@ -34,6 +35,7 @@ import { WorkersModule } from './modules/workers/workers.module';
     WorkersModule,
     BillingModule,
     JobGroupsApiModule,
+    LogsModule,
     AdminModule,
     ScheduleModule.forRoot(),
   ],

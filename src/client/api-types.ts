@@ -452,6 +452,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A job's output, paged or followed
+         * @description Default: the job's latest submission (`submission_num` picks another attempt), both streams in the order they were written (`stream` picks one, in byte order). Each chunk is its bytes at `offset` of its stream: concatenating a stream's chunks gives the output byte for byte (`encoding: base64` for bytes that are not UTF-8 text). A page holds at most `limit` chunks and stops adding chunks past 4 MiB of data.
+         */
+        get: operations["LogsController_read"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/internal/v1/submissions/{id}/logs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Append a chunk of a submission's output
+         * @description Only the holder may write (another service account: 404, another worker id: 409 `STALE_SUBMISSION`), while the submission is claimed or running and for a grace period after it finished (`RUNPLANE_LOG_GRACE_SECONDS`, default 60 s). `offset` counts the bytes of the stream sent before `data`. A resend of stored bytes is acknowledged and stored once (only bytes past the stored ones are added); a gap is a 409 `LOG_OFFSET_GAP`, bytes that disagree with stored ones a 409 `LOG_DATA_MISMATCH`, both with `accepted_length` (the bytes of the stream stored) in `details`. Past the submission's quota (`RUNPLANE_LOG_QUOTA_BYTES`, default 16 MiB, both streams together) the chunk is refused whole with 413 `LOG_QUOTA_EXCEEDED` (`details`: `accepted_length`, `quota_bytes`, `used_bytes`): the worker then ends the job as `failed`/`log_quota_exceeded`. A refused chunk stores nothing.
+         */
+        post: operations["LogsInternalController_append"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/maintenance/cleanup": {
         parameters: {
             query?: never;
@@ -692,7 +732,7 @@ export interface components {
             /** @enum {integer} */
             status_code: 409;
             /** @enum {string} */
-            code: "CONFLICT" | "ALREADY_EXISTS" | "GROUP_CANCELLED" | "RUN_NOT_FINISHED" | "IDEMPOTENCY_KEY_REUSED" | "STALE_SUBMISSION" | "TOKEN_LIMIT_REACHED" | "QUEUE_LIMIT_EXCEEDED" | "TRANSITION_NOT_ALLOWED";
+            code: "CONFLICT" | "ALREADY_EXISTS" | "GROUP_CANCELLED" | "RUN_NOT_FINISHED" | "IDEMPOTENCY_KEY_REUSED" | "STALE_SUBMISSION" | "TOKEN_LIMIT_REACHED" | "QUEUE_LIMIT_EXCEEDED" | "TRANSITION_NOT_ALLOWED" | "LOG_OFFSET_GAP" | "LOG_DATA_MISMATCH";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -701,7 +741,7 @@ export interface components {
             /** @enum {integer} */
             status_code: 413;
             /** @enum {string} */
-            code: "PAYLOAD_TOO_LARGE";
+            code: "PAYLOAD_TOO_LARGE" | "LOG_QUOTA_EXCEEDED";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -913,6 +953,53 @@ export interface components {
             latest_job_submission: components["schemas"]["SubmissionView"] | null;
             /** @description Ascending by submission_num. */
             job_submissions: components["schemas"]["SubmissionView"][];
+        };
+        LogChunkAckView: {
+            /** @enum {string} */
+            stream: "stdout" | "stderr";
+            /** @description Bytes of this stream stored now: the offset of the next chunk. */
+            accepted_length: number;
+            /** @description Bytes this request stored (0 for a repeat of chunks already stored). */
+            stored_bytes: number;
+        };
+        LogChunkDto: {
+            /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
+            worker_id: string;
+            /** @enum {string} */
+            stream: "stdout" | "stderr";
+            /** @description Where `data` starts in the stream: the number of bytes of this stream sent before it. Equal to what the server has accepted: appended. Below it (a resend): the bytes already stored must match (409 `LOG_DATA_MISMATCH` if not) and only what goes past them is stored. Above it: 409 `LOG_OFFSET_GAP`. Each refusal carries `accepted_length` (the bytes of the stream stored) in its `details`. */
+            offset: number;
+            /** @description The bytes: UTF-8 text as is (without NUL), or base64 with `encoding: "base64"` (any bytes). At most 1048576 bytes once decoded. Empty: stores nothing, answers the accepted length. */
+            data: string;
+            /**
+             * @description How `data` is written.
+             * @default utf8
+             * @enum {string}
+             */
+            encoding?: "utf8" | "base64";
+        };
+        LogChunkPage: {
+            items: components["schemas"]["LogChunkView"][];
+            /** @description Opaque; pass as `cursor` for the next page. null on the last page. */
+            next_cursor: string | null;
+        };
+        LogChunkView: {
+            /** @enum {string} */
+            stream: "stdout" | "stderr";
+            /** @description Where `data` starts in its stream, in bytes. */
+            offset: number;
+            /**
+             * Format: date-time
+             * @description When the server stored the chunk.
+             */
+            at: string;
+            /** @description The bytes, as `encoding` says. */
+            data: string;
+            /**
+             * @description `utf8`: `data` is the bytes as text (valid UTF-8 without NUL); `base64`: any other bytes.
+             * @enum {string}
+             */
+            encoding: "utf8" | "base64";
         };
         MemberDto: {
             /** @description A user name. */
@@ -1164,7 +1251,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1259,7 +1346,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1349,7 +1436,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1358,7 +1445,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1458,7 +1545,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1554,7 +1641,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1645,7 +1732,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1654,7 +1741,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1756,7 +1843,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1853,7 +1940,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1951,7 +2038,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1960,7 +2047,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2072,7 +2159,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2179,7 +2266,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2295,7 +2382,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2414,7 +2501,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2536,7 +2623,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2655,7 +2742,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2664,7 +2751,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2783,7 +2870,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2887,7 +2974,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2896,7 +2983,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3005,7 +3092,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3127,7 +3214,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3232,7 +3319,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3323,7 +3410,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3418,7 +3505,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3427,7 +3514,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3546,7 +3633,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3641,7 +3728,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3757,7 +3844,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3766,7 +3853,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3882,7 +3969,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3891,7 +3978,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4007,7 +4094,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4016,7 +4103,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4146,7 +4233,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4155,7 +4242,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4280,7 +4367,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4403,7 +4490,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`. */
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4412,7 +4499,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error409"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4528,7 +4615,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4641,7 +4728,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4752,7 +4839,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4868,13 +4955,261 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    LogsController_read: {
+        parameters: {
+            query?: {
+                /** @description Items per page: default 20, at most 100. */
+                limit?: number;
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
+                cursor?: string;
+                /** @description The attempt (a submission of the job) to read; default the job's latest. */
+                submission_num?: number;
+                /** @description One stream, in byte order; omitted: both, in the order the worker sent them. */
+                stream?: "stdout" | "stderr";
+                /** @description Stream as Server-Sent Events until the submission finishes (as `Accept: text/event-stream` does); `false` answers a page even to that Accept header. */
+                follow?: boolean;
+            };
+            header?: {
+                /** @description Following: resume after this event (an `id` of an earlier `chunk` event); wins over `cursor`. */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Run id (anything else is a 404). */
+                runId: string;
+                /** @description Job id (anything else is a 404). */
+                jobId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of chunks. `next_cursor` is null once the submission has finished and every chunk was read; until then it is where to ask again, even after an empty page. With `Accept: text/event-stream` or `follow=true`: Server-Sent Events. Each chunk is an event `chunk` whose `data` is the chunk as in a page and whose `id` resumes after it (send it back as `Last-Event-ID`, or as `cursor`); once the submission has finished and every chunk was sent, one event `end` with `data` `{submission_num, status, termination_reason}`, and the stream closes (EventSource clients: close on `end`, or they reconnect). A comment line every 15 s keeps the connection alive. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LogChunkPage"];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    LogsInternalController_append: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Submission id (anything else is a 404). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LogChunkDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LogChunkAckView"];
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
                 };
             };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
@@ -4959,7 +5294,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5050,7 +5385,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error408"];
                 };
             };
-            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`. */
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
             413: {
                 headers: {
                     [name: string]: unknown;

@@ -118,6 +118,23 @@ export class Env {
   @Min(0)
   @Max(1_000_000_000)
   RUNPLANE_MAX_QUEUED_JOBS_PER_PROJECT: number = 0;
+
+  /**
+   * Log bytes a submission may store, both streams together (a chunk past it is refused whole: 413
+   * LOG_QUOTA_EXCEEDED). At most 2^31 - 1, so byte offsets stay within the cursors' integers.
+   */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer number of bytes' })
+  @Min(1)
+  @Max(2_147_483_647)
+  RUNPLANE_LOG_QUOTA_BYTES: number = 16 * 1024 * 1024;
+
+  /** How long after a submission finished its worker may still send its last log chunks. */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer number of seconds' })
+  @Min(0)
+  @Max(86400)
+  RUNPLANE_LOG_GRACE_SECONDS: number = 60;
 }
 
 export class ConfigError extends Error {}

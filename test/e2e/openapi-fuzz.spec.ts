@@ -145,6 +145,9 @@ interface Fixtures {
   stoppableRunId: string;
   finishedRunId: string;
   submissionId: string;
+  /** The run and job of the claimed submission (its logs). */
+  claimedRunId: string;
+  claimedJobId: string;
   workerId: string;
   revocableTokenId: string;
   foreign: Record<string, (string | number)[]>;
@@ -201,6 +204,8 @@ async function buildFixtures(t: TestApp): Promise<Fixtures> {
     stoppableRunId: stoppable.id,
     finishedRunId: finishedRun.id,
     submissionId: claimed.id,
+    claimedRunId: claimedRun.id,
+    claimedJobId: claimedRun.jobs[0].id,
     workerId: worker.workerId,
     revocableTokenId: revocable.body.id,
     foreign: {
@@ -310,6 +315,14 @@ function validRequests(f: Fixtures): Record<string, Valid> {
       as(f.service, {
         params: sub,
         body: { worker_id: f.workerId, status: 'done', termination_reason: 'done_by_runner', exit_status: 0 },
+      }),
+    // A chunk of the claimed submission's output (its worker holds it until the final report, sent last).
+    'POST /internal/v1/submissions/{id}/logs': () =>
+      as(f.service, { params: sub, body: { worker_id: f.workerId, stream: 'stdout', offset: 0, data: 'hello\n' } }),
+    'GET /api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/logs': () =>
+      as(f.owner, {
+        params: { project: f.project, runId: f.claimedRunId, jobId: f.claimedJobId },
+        query: { submission_num: '0', stream: 'stdout', limit: '10' },
       }),
     'GET /api/v1/projects/{project}/billing': () =>
       as(f.owner, { params: { project: f.project }, query: { from: today, to: today, group_by: 'user,day,resource' } }),

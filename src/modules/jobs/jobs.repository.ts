@@ -31,6 +31,15 @@ export interface JobListFilter {
   limit: number;
 }
 
+/** Where a submission stands: enough for a reader of its output to know whether more may come. */
+export interface SubmissionState {
+  id: string;
+  submissionNum: number;
+  status: SubmissionStatus;
+  terminationReason: string | null;
+  finishedAt: Date | null;
+}
+
 /** A new job and its submission 0 start queued. */
 const NEW_JOB_STATUS: SubmissionStatus = QUEUED_STATUSES[0];
 
@@ -166,6 +175,33 @@ export class JobsRepository {
       .orderBy('j.job_num')
       .addOrderBy('j.replica_num')
       .getMany();
+  }
+
+  /**
+   * One submission of a run's job, by number (null = the job's latest): what a reader of its output needs. Null when
+   * the job is not the run's or has no such submission.
+   */
+  async submissionOfJob(runId: string, jobId: string, submissionNum: number | null): Promise<SubmissionState | null> {
+    const rows: SubmissionState[] = await this.dataSource.query(
+      `SELECT s.id, s.submission_num AS "submissionNum", s.status, s.termination_reason AS "terminationReason",
+              s.finished_at AS "finishedAt"
+         FROM jobs j
+         JOIN job_submissions s ON s.job_id = j.id AND s.submission_num = coalesce($3, j.latest_submission_num)
+        WHERE j.run_id = $1 AND j.id = $2`,
+      [runId, jobId, submissionNum],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** A submission's status now (null once it no longer exists). */
+  async submissionState(id: string): Promise<SubmissionState | null> {
+    const rows: SubmissionState[] = await this.dataSource.query(
+      `SELECT id, submission_num AS "submissionNum", status, termination_reason AS "terminationReason",
+              finished_at AS "finishedAt"
+         FROM job_submissions WHERE id = $1`,
+      [id],
+    );
+    return rows[0] ?? null;
   }
 
   /** A job's submissions, newest first, before `beforeNum`. */

@@ -16,9 +16,9 @@ import {
 } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
-import { DirectOutcomes, JobsRepository } from './jobs.repository';
+import { DirectOutcomes, JobsRepository, SubmissionState } from './jobs.repository';
 
-export type { DirectOutcomes };
+export type { DirectOutcomes, SubmissionState };
 import { LatestSubmissionsRepository } from './latest-submissions.repository';
 import { required } from '../../common/required';
 
@@ -163,6 +163,21 @@ export class JobsService implements OnModuleInit {
 
   jobFactMismatches(limit: number) {
     return this.jobs.jobFactMismatches(limit);
+  }
+
+  /** A submission of a run's job by number (omitted: the job's latest); 404 when there is no such job or attempt. */
+  async submissionOfJob(runId: string, jobId: string, submissionNum?: number): Promise<SubmissionState> {
+    if (!UUID_PATTERN.test(jobId)) throw notFound(`job ${jobId}`);
+    const s = await this.jobs.submissionOfJob(runId, jobId, submissionNum ?? null);
+    if (s) return s;
+    if (submissionNum !== undefined && (await this.jobs.findJob(runId, jobId)))
+      throw notFound(`submission ${submissionNum} of job ${jobId}`);
+    throw notFound(`job ${jobId}`);
+  }
+
+  /** A submission's status now; null once it no longer exists. */
+  submissionState(id: string): Promise<SubmissionState | null> {
+    return this.jobs.submissionState(id);
   }
 
   async history(runId: string, jobId: string, limit: number, cursor?: string): Promise<Page<SubmissionView>> {

@@ -80,6 +80,12 @@ function splitLocked(row: LockedRow): { submission: SubmissionFacts; job: JobFac
   return { submission, job };
 }
 
+/** Who holds a submission, where it stands, and the database's clock (to judge grace periods by). */
+export type HolderFacts = Pick<
+  JobSubmission,
+  'id' | 'jobId' | 'runId' | 'submissionNum' | 'status' | 'workerId' | 'claimedByUserId' | 'finishedAt'
+> & { now: Date };
+
 export interface ClaimedRow {
   id: string;
   jobId: string;
@@ -153,6 +159,23 @@ export class SubmissionsRepository {
       m,
       'lifecycle_lock_submission',
       `SELECT ${SUBMISSION_FACTS} FROM job_submissions s WHERE s.id = $1 FOR UPDATE OF s`,
+      [id],
+    );
+    return rows[0] ?? null;
+  }
+
+  /**
+   * Who holds the submission and where it stands, read without a lock: a claimed submission's holder never changes,
+   * and a status that moves on meanwhile only ends a grace period a moment later or earlier.
+   */
+  async holderFacts(m: EntityManager, id: string): Promise<HolderFacts | null> {
+    const rows = await preparedQuery<HolderFacts>(
+      m,
+      'lifecycle_holder_facts',
+      `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.submission_num AS "submissionNum", s.status,
+              s.worker_id AS "workerId", s.claimed_by_user_id AS "claimedByUserId", s.finished_at AS "finishedAt",
+              now() AS "now"
+         FROM job_submissions s WHERE s.id = $1`,
       [id],
     );
     return rows[0] ?? null;

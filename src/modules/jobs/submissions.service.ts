@@ -6,12 +6,13 @@ import {
   Candidate,
   Capacity,
   ClaimedRow,
+  HolderFacts,
   JobFacts,
   SubmissionFacts,
   SubmissionsRepository,
 } from './submissions.repository';
 
-export type { Candidate, Capacity, ClaimedRow, JobFacts, SubmissionFacts };
+export type { Candidate, Capacity, ClaimedRow, HolderFacts, JobFacts, SubmissionFacts };
 
 /** Submission transitions of the worker lifecycle; every method runs in the caller's transaction. */
 @Injectable()
@@ -53,6 +54,11 @@ export class SubmissionsService {
     exitStatus: number | null,
   ): Promise<{ submission: SubmissionFacts; job: JobFacts; finished: boolean } | null> {
     return this.subs.finishIfLatest(m, submissionId, holder, fromStatuses, status, reason, exitStatus);
+  }
+
+  /** Who holds the submission and its status, unlocked (a claimed submission's holder never changes). */
+  holderFacts(m: EntityManager, submissionId: string): Promise<HolderFacts | null> {
+    return this.subs.holderFacts(m, submissionId);
   }
 
   lockSubmission(m: EntityManager, submissionId: string): Promise<SubmissionFacts | null> {

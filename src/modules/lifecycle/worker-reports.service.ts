@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
 import { Env } from '../../config/env';
 import type { Principal } from '../../common/auth/principal';
 import { DomainError, notFound } from '../../common/errors/domain-error';
@@ -45,7 +46,11 @@ const holderOf = (principal: Principal, workerId: string): Holder => ({ workerId
  * holds it (else 409). Another account gets exactly the answer an unknown id gets, so it learns nothing about the
  * submission (not even that it exists); the claiming account's other workers get the usual stale 409.
  */
-function owned(s: SubmissionFacts | null | undefined, id: string, holder: Holder): SubmissionFacts {
+function owned<S extends Pick<SubmissionFacts, 'claimedByUserId' | 'workerId'>>(
+  s: S | null | undefined,
+  id: string,
+  holder: Holder,
+): S {
   if (!s || s.claimedByUserId !== holder.userId) throw notFound(`submission ${id}`);
   if (s.workerId !== holder.workerId) throw stale(`submission ${id} is not held by worker ${holder.workerId}`);
   return s;
@@ -195,6 +200,24 @@ export class WorkerReportsService {
       await this.billing.accrue(m, id);
       return { cancel_requested: cancellation !== null, lease_expires_at: new Date(lease).toISOString() };
     });
+  }
+
+  /**
+   * The submission a worker writes its output to, in the caller's transaction: held by the caller exactly as reports
+   * must be (another account: 404; another worker id of the account: 409), claimed, and not finished more than
+   * `graceSeconds` ago (output printed just before the exit may still be on its way when `complete` lands).
+   */
+  async heldForOutput(
+    m: EntityManager,
+    principal: Principal,
+    id: string,
+    workerId: string,
+    graceSeconds: number,
+  ): Promise<{ id: string; runId: string; jobId: string; submissionNum: number }> {
+    const s = owned(await this.subs.holderFacts(m, id), id, holderOf(principal, workerId));
+    if (isFinished(s.status) && s.finishedAt && s.now.getTime() - s.finishedAt.getTime() > graceSeconds * 1000)
+      throw stale(`submission ${id} finished as ${s.status} more than ${graceSeconds} s ago: its output is closed`);
+    return { id: s.id, runId: s.runId, jobId: s.jobId, submissionNum: s.submissionNum };
   }
 
   /**

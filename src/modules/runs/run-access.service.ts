@@ -59,6 +59,11 @@ export class RunAccessService {
     return this.runs.ownerOf(m, runId);
   }
 
+  /** Whether the run exists and is not deleted (read in the caller's transaction). */
+  isLive(m: EntityManager, runId: string): Promise<boolean> {
+    return this.runs.isLive(m, runId);
+  }
+
   retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
     return this.runs.retryPolicy(m, runId);
   }

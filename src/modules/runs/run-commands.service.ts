@@ -22,9 +22,17 @@ import { RunStatusService } from './run-status.service';
 import { RunViewsService } from './run-views.service';
 import { required } from '../../common/required';
 
+/**
+ * What a module above runs does when a run is deleted, inside the deleting transaction (after the run is marked
+ * deleted): e.g. removing the run's logs. A hook that throws rolls the deletion back.
+ */
+export type RunDeletedHook = (m: EntityManager, runId: string) => Promise<void>;
+
 /** What changes a run as a whole: submit, stop, delete, and stops on the system's behalf (the budget). */
 @Injectable()
 export class RunCommandsService implements OnModuleInit {
+  private readonly deletedHooks: RunDeletedHook[] = [];
+
   constructor(
     private readonly tx: TransactionRunner,
     private readonly runs: RunsRepository,
@@ -41,6 +49,14 @@ export class RunCommandsService implements OnModuleInit {
 
   onModuleInit(): void {
     this.budget.onBudgetExceeded((projectId, limit) => this.stopActiveRuns(projectId, 'budget_exceeded', limit));
+  }
+
+  /**
+   * Registers what must go with a deleted run (modules above runs, at start: runs never imports them). Hooks run in
+   * registration order, in the deleting transaction.
+   */
+  onRunDeleted(hook: RunDeletedHook): void {
+    this.deletedHooks.push(hook);
   }
 
   /** Submits a run in one transaction: the run, its group tree, its jobs with submission 0, the counters. */
@@ -177,7 +193,7 @@ export class RunCommandsService implements OnModuleInit {
     return this.views.get(principal, projectName, runId, { job_submissions_limit: 10 });
   }
 
-  /** Soft delete of a finished run; its name becomes free again. */
+  /** Soft delete of a finished run; its name becomes free again; what modules hooked in goes with it (its logs). */
   async delete(principal: Principal, projectName: string, runId: string): Promise<void> {
     const { run } = await this.access.requireRun(principal, projectName, runId);
     await this.tx.run(async (m) => {
@@ -190,6 +206,7 @@ export class RunCommandsService implements OnModuleInit {
         );
       }
       await this.runs.markDeleted(m, run.id);
+      for (const hook of this.deletedHooks) await hook(m, run.id);
     });
   }
 

@@ -16,12 +16,12 @@ import { RunsRepository } from './runs.repository';
 /**
  * Runs: submit, stop, delete (RunCommandsService), their views and the list (RunViewsService), their status
  * derived from the root group's counters (RunStatusService), and who may see which run (RunAccessService). The
- * last three are what other modules use.
+ * last three are what other modules use, and RunCommandsService's hooks (what goes with a deleted run).
  */
 @Module({
   imports: [TypeOrmModule.forFeature([Run]), ProjectsModule, UsersModule, JobGroupsModule, JobsModule, BillingModule],
   controllers: [RunsController],
   providers: [RunsRepository, RunAccessService, RunCommandsService, RunStatusService, RunViewsService],
-  exports: [RunAccessService, RunStatusService, RunViewsService],
+  exports: [RunAccessService, RunCommandsService, RunStatusService, RunViewsService],
 })
 export class RunsModule {}

@@ -43,6 +43,17 @@ export class RunsRepository {
     return m.getRepository(Run).findOneBy({ id: runId });
   }
 
+  /** Whether the run exists and is not deleted: one index read, on a hot path (every log chunk asks). */
+  async isLive(m: EntityManager, runId: string): Promise<boolean> {
+    const rows = await preparedQuery<{ live: boolean }>(
+      m,
+      'runs_is_live',
+      `SELECT NOT deleted AS live FROM runs WHERE id = $1`,
+      [runId],
+    );
+    return rows[0]?.live ?? false;
+  }
+
   /** Who a run belongs to (the lifecycle bills it to them). */
   async ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
     const [row] = await preparedQuery<{ projectId: string; userId: string }>(
