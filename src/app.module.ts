@@ -5,6 +5,7 @@ import { BillingCostModule } from './modules/billing/billing-cost.module';
 import { ScheduleModule } from '@nestjs/schedule';
 import { IdempotencyModule } from './common/idempotency/idempotency.module';
 import { ConfigModule } from './config/config.module';
+import { EventsFeedModule } from './modules/events/events-feed.module';
 import { DatabaseModule } from './infra/database/database.module';
 import { TransactionsModule } from './infra/database/transactions.module';
 import { HealthModule } from './infra/health/health.module';
@@ -30,6 +31,7 @@ import { WorkersModule } from './modules/workers/workers.module';
     WorkersModule,
     BillingModule,
     BillingCostModule,
+    EventsFeedModule,
     AdminModule,
     ScheduleModule.forRoot(),
   ],

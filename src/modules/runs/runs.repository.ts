@@ -136,6 +136,12 @@ export class RunsRepository {
     await m.query(`SELECT pg_advisory_xact_lock($1, hashtext($2))`, [0x72707175, projectId]);
   }
 
+  /** When the oldest run that has not finished was submitted (null when every run has finished). */
+  async oldestUnfinishedSubmittedAt(): Promise<Date | null> {
+    const [row] = await this.dataSource.query(`SELECT min(submitted_at) AS at FROM runs WHERE finished_at IS NULL`);
+    return row.at === null ? null : new Date(row.at);
+  }
+
   async unfinishedRunIds(m: EntityManager, projectId: string): Promise<string[]> {
     const rows: { id: string }[] = await m.query(`SELECT id FROM runs WHERE project_id = $1 AND finished_at IS NULL`, [
       projectId,

@@ -310,6 +310,11 @@ export class RunsService {
     return ids.length;
   }
 
+  /** When the oldest unfinished run was submitted (event retention keeps every event from then on). */
+  oldestUnfinishedSubmittedAt(): Promise<Date | null> {
+    return this.runs.oldestUnfinishedSubmittedAt();
+  }
+
   ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
     return this.runs.ownerOf(m, runId);
   }

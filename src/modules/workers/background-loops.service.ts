@@ -4,6 +4,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, QueryRunner } from 'typeorm';
 import { Env } from '../../config/env';
 import { BillingService } from '../billing/billing.service';
+import { EventsRetentionService } from '../events/events-retention.service';
 import { IdempotencyService } from '../../common/idempotency/idempotency.service';
 import { MetricsService } from '../../infra/metrics/metrics.service';
 import { BudgetEnforcerService } from './budget-enforcer.service';
@@ -18,8 +19,8 @@ interface Loop {
 }
 
 /**
- * Background loops (lapsed leases, sweeps of cancelled subtrees, clean-up), each pass bounded. With several
- * instances on one database, one runs them: the holder of a session advisory lock (released if it dies).
+ * Background loops (lapsed leases, sweeps of cancelled subtrees, clean-up, event retention), each pass bounded. With
+ * several instances on one database, one runs them: the holder of a session advisory lock (released if it dies).
  */
 @Injectable()
 export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -35,6 +36,7 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
     { name: 'budget', everyMs: 5000, pass: () => this.budget.enforce(100) },
     { name: 'cleanup', everyMs: 60_000, pass: () => this.idempotency.purgeOlderThan(24 * 3600, 1000) },
     { name: 'billing_shards', everyMs: 300_000, pass: () => this.billing.compactShards(1000) },
+    { name: 'events_retention', everyMs: 10_000, pass: () => this.eventsRetention.purge(10_000) },
   ];
 
   constructor(
@@ -44,6 +46,7 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
     private readonly idempotency: IdempotencyService,
     private readonly budget: BudgetEnforcerService,
     private readonly billing: BillingService,
+    private readonly eventsRetention: EventsRetentionService,
     private readonly metrics: MetricsService,
     @InjectDataSource() private readonly dataSource: DataSource,
   ) {}

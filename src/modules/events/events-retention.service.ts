@@ -1,0 +1,20 @@
+import { Injectable } from '@nestjs/common';
+import { RunsService } from '../runs/runs.service';
+import { EventsService } from './events.service';
+
+/**
+ * Retention of the event feed, run by the background loops and `POST /admin/v1/maintenance/cleanup`: each pass
+ * removes at most `limit` events older than RUNPLANE_EVENTS_RETENTION_HOURS, never one at or after the first event
+ * (its submission) of the oldest run that has not finished, so a run's whole history stays readable while it runs.
+ */
+@Injectable()
+export class EventsRetentionService {
+  constructor(
+    private readonly events: EventsService,
+    private readonly runs: RunsService,
+  ) {}
+
+  async purge(limit: number): Promise<number> {
+    return this.events.purge(limit, await this.runs.oldestUnfinishedSubmittedAt());
+  }
+}
