@@ -117,6 +117,14 @@ export const groupCancelledEvent = (
   by: c.cancelledBy,
 });
 
+/** A cancellation and the status changes that came with it (ancestors it completed), as recorded together. */
+export const cancellationEvents = (
+  projectId: string,
+  runId: string,
+  c: { jobGroupId: number; cancelledBy: string; reason: string },
+  changes: readonly { jobGroupId: number; status: string }[] = [],
+): NewEvent[] => [groupCancelledEvent(projectId, runId, c), ...groupStatusEvents(projectId, runId, changes)];
+
 export const budgetExceededEvent = (projectId: string): NewEvent => ({
   type: 'project.budget_exceeded',
   projectId,

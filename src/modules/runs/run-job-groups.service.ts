@@ -7,6 +7,8 @@ import { withRawJson } from '../../common/json/raw-json';
 import { Page } from '../../common/pagination/cursor';
 import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView } from '../job-groups/dto/job-group.dto';
 import { BillingService } from '../billing/billing.service';
+import { cancellationEvents, groupStatusEvents } from '../events/event-types';
+import { EventsService } from '../events/events.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
@@ -27,6 +29,7 @@ export class RunJobGroupsService {
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
     private readonly billing: BillingService,
+    private readonly events: EventsService,
   ) {}
 
   async create(
@@ -107,7 +110,8 @@ export class RunJobGroupsService {
               first,
             );
             await this.jobs.insert(m, run.id, newJobs, run.priority);
-            await this.groups.addJobs(m, chain, newJobs.length);
+            const changes = await this.groups.addJobs(m, chain, newJobs.length);
+            await this.events.record(m, groupStatusEvents(run.projectId, run.id, changes));
             await this.runs.refreshStatus(m, run.id);
             return { first, jobs: await this.jobs.addedViews(m, run.id, first, first + body.jobs.length) };
           },
@@ -186,7 +190,9 @@ export class RunJobGroupsService {
     const { run } = await this.runs.requireRun(principal, project, runId);
     const cancellation = await this.tx.run(async (m) => {
       const result = await this.groups.cancel(m, run.id, jobGroupId, principal.name, reason ?? 'job_group_cancelled');
-      if (result.created) await this.runs.refreshStatus(m, run.id);
+      if (!result.created) return result.cancellation;
+      await this.events.record(m, cancellationEvents(run.projectId, run.id, result.cancellation, result.statusChanges));
+      await this.runs.refreshStatus(m, run.id);
       return result.cancellation;
     });
     return toCancellationView(cancellation);

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { BillingModule } from '../billing/billing.module';
+import { EventsModule } from '../events/events.module';
 import { JobGroupsModule } from '../job-groups/job-groups.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { ProjectsModule } from '../projects/projects.module';
@@ -14,7 +15,15 @@ import { RunsService } from './runs.service';
 
 /** Runs and the public routes under a run (its job groups, jobs and submission history). */
 @Module({
-  imports: [TypeOrmModule.forFeature([Run]), ProjectsModule, UsersModule, JobGroupsModule, JobsModule, BillingModule],
+  imports: [
+    TypeOrmModule.forFeature([Run]),
+    ProjectsModule,
+    UsersModule,
+    JobGroupsModule,
+    JobsModule,
+    BillingModule,
+    EventsModule,
+  ],
   controllers: [RunsController, JobGroupsController],
   providers: [RunsRepository, RunsService, RunJobGroupsService],
   exports: [RunsService],

@@ -54,6 +54,17 @@ export class RunsRepository {
     return row;
   }
 
+  /** The projects of runs (the events they record name it). */
+  async projectsOf(m: EntityManager, runIds: string[]): Promise<Map<string, string>> {
+    const rows = await preparedQuery<{ id: string; projectId: string }>(
+      m,
+      'runs_projects_of',
+      `SELECT id, project_id AS "projectId" FROM runs WHERE id = ANY($1::uuid[])`,
+      [runIds],
+    );
+    return new Map(rows.map((r) => [r.id, r.projectId]));
+  }
+
   /** The run's retry policy (fixed at submission), read on each failed attempt. */
   async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
     const [row] = await preparedQuery<{ retry: RetryPolicy | null }>(

@@ -10,6 +10,8 @@ import { withRawJson } from '../../common/json/raw-json';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
+import { groupCancelledEvent, NewEvent, runStatusEvent } from '../events/event-types';
+import { EventsService } from '../events/events.service';
 import { ActiveDelta, JobGroupsService, RootChange, RootState } from '../job-groups/job-groups.service';
 import { JobView, SubmissionView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
@@ -31,6 +33,8 @@ import { Run } from './entities/run.entity';
 import { RunsRepository } from './runs.repository';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** Runs whose project is remembered (a run never changes project); past this many, the memory starts over. */
+const PROJECT_OF_RUN_CACHE = 100_000;
 
 export interface RunRef {
   access: ProjectAccess;
@@ -39,6 +43,8 @@ export interface RunRef {
 
 @Injectable()
 export class RunsService {
+  private readonly projectOfRun = new Map<string, string>();
+
   constructor(
     private readonly tx: TransactionRunner,
     private readonly runs: RunsRepository,
@@ -48,6 +54,7 @@ export class RunsService {
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
     private readonly billing: BillingService,
+    private readonly events: EventsService,
     private readonly env: Env,
   ) {}
 
@@ -117,6 +124,7 @@ export class RunsService {
           create: async () => {
             await this.assertQueueRoom(m, access, total);
             const run = await this.insertRun(m, access, principal, body);
+            await this.events.record(m, [runStatusEvent(access.projectId, run.id, run.status, null)]);
             const { ids, ancestors } = await this.groups.createTree(
               m,
               run.id,
@@ -207,7 +215,8 @@ export class RunsService {
   async stop(principal: Principal, projectName: string, runId: string, abort: boolean): Promise<RunView> {
     const { run } = await this.requireRun(principal, projectName, runId);
     await this.tx.run(async (m) => {
-      await this.groups.stopRoot(m, run.id, principal.name, abort ? 'aborted_by_user' : 'stopped_by_user');
+      const stop = await this.groups.stopRoot(m, run.id, principal.name, abort ? 'aborted_by_user' : 'stopped_by_user');
+      if (stop?.created) await this.events.record(m, [groupCancelledEvent(run.projectId, run.id, stop.cancellation)]);
       await this.refreshStatus(m, run.id);
     });
     return this.get(principal, projectName, runId, { job_submissions_limit: 10 });
@@ -239,16 +248,51 @@ export class RunsService {
    */
   async refreshStatus(m: EntityManager, runId: string, change?: RootChange): Promise<void> {
     if (change) {
+      const before = derive(change.before);
       const after = derive(change.after);
-      if (!sameStatus(derive(change.before), after))
+      if (!sameStatus(before, after)) {
         await this.runs.setStatus(m, runId, after, FINISHED_RUN_STATUSES.includes(after.status));
+        if (after.status !== before.status) await this.recordStatus(m, runId, after);
+      }
       return;
     }
     const run = await this.runs.lockRun(m, runId);
     if (!run) throw new Error(`run ${runId} vanished`);
     const derived = derive(await this.groups.rootState(m, runId));
-    if (!sameStatus(derived, run))
+    if (!sameStatus(derived, run)) {
       await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
+      if (derived.status !== run.status) await this.recordStatus(m, runId, derived, run.projectId);
+    }
+  }
+
+  /** A `run.status` event for a run's new status (a change of status_message alone is not one). */
+  private async recordStatus(m: EntityManager, runId: string, s: DerivedRunStatus, projectId?: string): Promise<void> {
+    const project = projectId ?? (await this.projectOf(m, runId));
+    await this.events.record(m, [runStatusEvent(project, runId, s.status, s.terminationReason)]);
+  }
+
+  /** The project of a run (remembered: a run never moves), for the events the lifecycle records. */
+  async projectOf(m: EntityManager, runId: string): Promise<string> {
+    return (await this.projectsOf(m, [runId])).get(runId)!;
+  }
+
+  /** The projects of runs, by run id; one statement for the ones not remembered yet. */
+  async projectsOf(m: EntityManager, runIds: readonly string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    const missing: string[] = [];
+    for (const id of new Set(runIds)) {
+      const known = this.projectOfRun.get(id);
+      if (known) out.set(id, known);
+      else missing.push(id);
+    }
+    if (missing.length === 0) return out;
+    if (this.projectOfRun.size + missing.length > PROJECT_OF_RUN_CACHE) this.projectOfRun.clear();
+    for (const [id, projectId] of await this.runs.projectsOf(m, missing)) {
+      this.projectOfRun.set(id, projectId);
+      out.set(id, projectId);
+    }
+    for (const id of missing) if (!out.has(id)) throw new Error(`run ${id} vanished`);
+    return out;
   }
 
   /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and re-derives its status. */
@@ -298,14 +342,27 @@ export class RunsService {
   }
 
   /** Who pays for a run's work (billing is handed these ids; it never reads runs). */
-  /** Stops every active run of a project on the system's behalf (e.g. `budget_exceeded`); returns how many. */
-  async stopActiveRuns(projectId: string, reason: string, limit: number): Promise<number> {
+  /**
+   * Stops every active run of a project on the system's behalf (e.g. `budget_exceeded`); returns how many. Each stop
+   * records its `group.cancelled`; `firstStopEvents` (e.g. `project.budget_exceeded`) go with the first stop made.
+   */
+  async stopActiveRuns(
+    projectId: string,
+    reason: string,
+    limit: number,
+    firstStopEvents: NewEvent[] = [],
+  ): Promise<number> {
     const ids = await this.runs.activeRunIds(projectId, limit);
+    let pending = firstStopEvents;
     for (const id of ids) {
-      await this.tx.run(async (m) => {
-        await this.groups.stopRoot(m, id, 'system', reason);
+      const created = await this.tx.run(async (m) => {
+        const stop = await this.groups.stopRoot(m, id, 'system', reason);
+        if (stop?.created)
+          await this.events.record(m, [groupCancelledEvent(projectId, id, stop.cancellation), ...pending]);
         await this.refreshStatus(m, id);
+        return stop?.created ?? false;
       });
+      if (created) pending = [];
     }
     return ids.length;
   }

@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { BillingService } from '../billing/billing.service';
+import { budgetExceededEvent } from '../events/event-types';
 import { ProjectsService } from '../projects/projects.service';
 import { RunsService } from '../runs/runs.service';
 
@@ -27,7 +28,9 @@ export class BudgetEnforcerService {
     for (const p of page) {
       const cost = await this.billing.projectCost(p.projectId);
       if (cost.total_usd < p.billingLimitUsd) continue;
-      const n = await this.runs.stopActiveRuns(p.projectId, 'budget_exceeded', maxRunsPerProject);
+      const n = await this.runs.stopActiveRuns(p.projectId, 'budget_exceeded', maxRunsPerProject, [
+        budgetExceededEvent(p.projectId),
+      ]);
       if (n > 0)
         this.logger.warn(
           { project: p.projectId, cost: cost.total_usd, limit: p.billingLimitUsd, runs: n },

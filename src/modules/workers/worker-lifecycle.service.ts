@@ -5,8 +5,10 @@ import type { Principal } from '../../common/auth/principal';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
-import { cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
-import { ActiveDelta, JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
+import { NewEvent, cancellationEvents, groupStatusEvents, jobStatusEvent, SubmissionRef } from '../events/event-types';
+import { EventsService } from '../events/events.service';
+import { Cancellation, cancelledJobOutcome } from '../job-groups/dto/job-group.dto';
+import { ActiveDelta, GroupStatusChange, JobGroupsService, JobOutcome } from '../job-groups/job-groups.service';
 import {
   FinishedStatus,
   HELD_STATUSES,
@@ -97,6 +99,7 @@ export class WorkerLifecycleService {
     private readonly runs: RunsService,
     private readonly env: Env,
     private readonly billing: BillingService,
+    private readonly events: EventsService,
   ) {}
 
   /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
@@ -141,6 +144,7 @@ export class WorkerLifecycleService {
         this.env.RUNPLANE_LEASE_SECONDS,
       );
       for (const runId of [...deltas.keys()].sort()) await this.runs.moveActive(m, runId, deltas.get(runId)!);
+      await this.recordJobs(m, rows, 'provisioning');
       return rows;
     });
     return {
@@ -185,6 +189,7 @@ export class WorkerLifecycleService {
         gpu: s.gpu,
       });
       await this.runs.moveActive(m, s.runId, { nProvisioning: -1, nRunning: 1 });
+      await this.events.record(m, [jobStatusEvent(owner.projectId, s, 'running')]);
       return { status: 'running', lease_expires_at: lease.toISOString() };
     });
   }
@@ -331,6 +336,7 @@ export class WorkerLifecycleService {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
       retry = { id: next.id, submission_num: next.submissionNum };
     }
+    await this.recordJobs(m, [s], status, reason, retry ? [{ ...s, submissionNum: retry.submission_num }] : []);
     await this.runs.refreshStatus(
       m,
       s.runId,
@@ -354,8 +360,47 @@ export class WorkerLifecycleService {
   ): Promise<CompleteView> {
     const result = await this.groups.countOutcome(m, s.runId, s.jobGroupId, OUTCOME[status], delta);
     if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
+    await this.recordFinal(m, s, status, reason, result);
     await this.runs.refreshStatus(m, s.runId, result.root);
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: null };
+  }
+
+  /**
+   * `job.status` events for submissions (of any runs) now in `status`, in one statement; `retried` are the new
+   * submissions of retried jobs (`submitted`), recorded after their failed attempts.
+   */
+  private async recordJobs(
+    m: EntityManager,
+    subs: readonly SubmissionRef[],
+    status: SubmissionStatus,
+    reason: string | null = null,
+    retried: readonly SubmissionRef[] = [],
+  ): Promise<void> {
+    const projects = await this.runs.projectsOf(
+      m,
+      [...subs, ...retried].map((x) => x.runId),
+    );
+    await this.events.record(m, [
+      ...subs.map((x) => jobStatusEvent(projects.get(x.runId)!, x, status, reason)),
+      ...retried.map((x) => jobStatusEvent(projects.get(x.runId)!, x, 'submitted')),
+    ]);
+  }
+
+  /** A job's final outcome, with what counting it changed: group statuses, fail-fast cancellations. */
+  private async recordFinal(
+    m: EntityManager,
+    s: SubmissionFacts,
+    status: SubmissionStatus,
+    reason: string,
+    counted: { statusChanges: GroupStatusChange[]; cancellations: Cancellation[] },
+  ): Promise<void> {
+    const projectId = await this.runs.projectOf(m, s.runId);
+    const events: NewEvent[] = [
+      jobStatusEvent(projectId, s, status, reason),
+      ...groupStatusEvents(projectId, s.runId, counted.statusChanges),
+      ...counted.cancellations.flatMap((c) => cancellationEvents(projectId, s.runId, c)),
+    ];
+    await this.events.record(m, events);
   }
 
   private answer(s: SubmissionFacts, job: JobFacts): CompleteView {

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { BillingModule } from '../billing/billing.module';
 import { EventsFeedModule } from '../events/events-feed.module';
+import { EventsModule } from '../events/events.module';
 import { JobGroupsModule } from '../job-groups/job-groups.module';
 import { ProjectsModule } from '../projects/projects.module';
 import { JobsModule } from '../jobs/jobs.module';
@@ -12,7 +13,7 @@ import { WorkersController } from './workers.controller';
 
 /** The internal worker API and the background loops that keep the lifecycle moving without workers. */
 @Module({
-  imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule, ProjectsModule, EventsFeedModule],
+  imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule, ProjectsModule, EventsModule, EventsFeedModule],
   controllers: [WorkersController],
   providers: [WorkerLifecycleService, BackgroundLoopsService, BudgetEnforcerService],
   exports: [WorkerLifecycleService, BackgroundLoopsService, BudgetEnforcerService],
