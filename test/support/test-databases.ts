@@ -70,6 +70,8 @@ export const OWN_DATABASES = [
   'outage',
   'maxdur',
   'openapi',
+  'events',
+  'follow',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
