@@ -3,7 +3,8 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
 /**
  * The event feed (issue #12, item 4): an append-only table written in the transaction of each change it records.
  * Readers order it by (tx_id, seq) and read only below the snapshot's xmin (see EventsRepository.read), hence the
- * two keyset indexes: a project's feed and one run's.
+ * two keyset indexes: a project's feed and one run's. tx_id has no default: the one INSERT (EventsRepository.insert)
+ * computes it, the writing transaction's id raised to its snapshot's xmax.
  */
 export class CreateEvents1765843200000 implements MigrationInterface {
   name = 'CreateEvents1765843200000';
@@ -12,7 +13,7 @@ export class CreateEvents1765843200000 implements MigrationInterface {
     await q.query(`
       CREATE TABLE events (
         seq bigint GENERATED ALWAYS AS IDENTITY,
-        tx_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
+        tx_id xid8 NOT NULL,
         at timestamptz NOT NULL DEFAULT now(),
         type varchar(32) NOT NULL,
         project_id uuid NOT NULL,

@@ -53,15 +53,30 @@ export class EventsRepository {
    * Appends events in the caller's transaction: one statement for any number of them (arrays through unnest), which
    * also queues one notification on EVENTS_CHANNEL naming their projects; PostgreSQL delivers it at commit (never
    * for a rollback), and folds repeats of the same payload within a transaction into one.
+   *
+   * tx_id, the feed's first key (see read), is the transaction's id raised to the xmax of this statement's snapshot
+   * (the first transaction id not yet ended when the statement began) when that is larger:
+   * - Safe: it is at least the transaction's own id, so while the transaction runs its events are at or above every
+   *   reader's horizon (xmin), and it is at least the xmax of a snapshot taken now, so it is above the horizon of
+   *   every reader that already read.
+   * - In commit order where it matters: the transaction's own id alone was taken at its first write (a lifecycle
+   *   transaction's first row lock), and a transaction that then waited for another's lock (a run's root counters)
+   *   and committed after it would have come first in the feed: a run could be seen `done`, then `running`. Raised
+   *   to the xmax of a snapshot taken after the other committed, it comes after (ties go by seq, taken later too).
+   *   So an event written after another event's transaction committed always follows it in the feed (in READ
+   *   COMMITTED, where each statement takes a fresh snapshot: every writer here).
    */
   async insert(m: EntityManager, events: readonly NewEvent[]): Promise<void> {
     await preparedQuery(
       m,
       'events_record',
-      `WITH inserted AS (
-         INSERT INTO events (type, project_id, run_id, job_group_id, job_id, submission_num, status, reason, actor)
-         SELECT * FROM unnest($1::varchar[], $2::uuid[], $3::uuid[], $4::int[], $5::uuid[], $6::int[], $7::varchar[],
-                              $8::varchar[], $9::varchar[])
+      `WITH key AS (SELECT GREATEST(pg_current_xact_id(), pg_snapshot_xmax(pg_current_snapshot())) AS tx_id),
+       inserted AS (
+         INSERT INTO events (tx_id, type, project_id, run_id, job_group_id, job_id, submission_num, status, reason,
+                             actor)
+         SELECT key.tx_id, e.*
+           FROM key, unnest($1::varchar[], $2::uuid[], $3::uuid[], $4::int[], $5::uuid[], $6::int[], $7::varchar[],
+                            $8::varchar[], $9::varchar[]) AS e
       RETURNING project_id
        )
        SELECT pg_notify($10, CASE WHEN count(DISTINCT project_id) > $11 THEN ''
@@ -89,14 +104,14 @@ export class EventsRepository {
    * Why not simply `seq > last seq`: seq is taken when a row is inserted, but rows become visible when their
    * transaction commits, and concurrent transactions commit out of seq order. A reader that returned seq 10 could
    * later find a seq 9 committed after it, and a cursor past 10 would skip it for ever. So the feed is ordered by
-   * (tx_id, seq), and a read returns only events of transactions below the xmin of its own snapshot
-   * (pg_snapshot_xmin(pg_current_snapshot()), taken in this same statement): every transaction below xmin has
-   * ended, so each of their events is either visible now or never will be, and none can later appear before the
-   * cursor. Transactions get their ids in order, so a transaction that has not written yet will get an id above
-   * any horizon already handed out.
+   * (tx_id, seq), and a read returns only events whose tx_id is below the xmin of its own snapshot
+   * (pg_snapshot_xmin(pg_current_snapshot()), taken in this same statement): tx_id is at least the writing
+   * transaction's id (see insert), so every such event's transaction has ended: it is either visible now or never
+   * will be. And no event can later appear below that xmin: a transaction still running has an id at or above it,
+   * and one not yet writing will write at or above the xmax of a snapshot taken after this one.
    *
-   * The price: an event becomes readable only once every transaction that got its id before the event's own has
-   * ended (any database of the server, events or not). A long transaction delays the feed behind it; it never
+   * The price: an event becomes readable only once every transaction whose id is below its tx_id has ended (on any
+   * database of the server, writing events or not). A long transaction delays the feed behind it; it never
    * reorders it. `heldBack` tells a follower that committed events wait behind such a transaction, so it looks again
    * soon rather than at its next periodic read.
    */
@@ -107,7 +122,7 @@ export class EventsRepository {
     if (f.types !== undefined) filters.push(`e.type = ANY($${params.push(f.types)}::varchar[])`);
     filters.push(`(e.tx_id, e.seq) > ($2::xid8, $3::bigint)`);
     const where = filters.join(' AND ');
-    const rows: (Partial<StoredEvent> & { horizon: string; heldBack: boolean })[] = await this.dataSource.query(
+    const rows: (StoredEvent & { horizon: string; heldBack: boolean })[] = await this.dataSource.query(
       `WITH h AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
             hb AS (SELECT EXISTS (SELECT 1 FROM events e, h WHERE ${where} AND e.tx_id >= h.xmin) AS held_back)
        SELECT h.xmin::text AS horizon, hb.held_back AS "heldBack", page.*
@@ -121,7 +136,24 @@ export class EventsRepository {
       params,
     );
     const { horizon, heldBack } = rows[0];
-    const events = rows[0].seq === null ? [] : rows.map(({ horizon: _h, heldBack: _b, ...e }) => e as StoredEvent);
+    // No event matched: the one row is the horizon's, its event columns null.
+    const events: StoredEvent[] =
+      rows[0].seq === null
+        ? []
+        : rows.map((r) => ({
+            seq: r.seq,
+            txId: r.txId,
+            at: r.at,
+            type: r.type,
+            projectId: r.projectId,
+            runId: r.runId,
+            jobGroupId: r.jobGroupId,
+            jobId: r.jobId,
+            submissionNum: r.submissionNum,
+            status: r.status,
+            reason: r.reason,
+            actor: r.actor,
+          }));
     return { events, horizon, heldBack };
   }
 

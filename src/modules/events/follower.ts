@@ -4,9 +4,9 @@ import type { EventBatch, StoredEvent } from './events.service';
 
 /** Events read per batch: a follower holds at most one batch (and the socket's buffer) in memory. */
 export const FOLLOW_BATCH = 200;
-/** Held-back events: look again after 10 ms, doubling up to 320 ms, until they are readable. */
+/** Held-back events: look again after 10 ms, doubling up to 80 ms, until they are readable. */
 const HELD_BACK_FIRST_MS = 10;
-const HELD_BACK_MAX_MS = 320;
+const HELD_BACK_MAX_MS = 80;
 /** A failed read (the database away): try again after 1 s, doubling up to 8 s; the stream stays open. */
 const ERROR_FIRST_MS = 1000;
 const ERROR_MAX_MS = 8000;

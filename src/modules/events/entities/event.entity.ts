@@ -17,8 +17,12 @@ export class Event {
   })
   seq!: string;
 
-  /** The writing transaction's id (xid8: 64 bits, never wraps). TypeORM learns the type in database.module.ts. */
-  @Column({ type: 'xid8' as 'bigint', default: () => 'pg_current_xact_id()' })
+  /**
+   * The writing transaction's id, raised to the xmax of the snapshot the event was written in when that is larger:
+   * an xid8 (64 bits, never wraps). No default: EventsRepository.insert, the only writer, computes it (and says why).
+   * TypeORM learns the type in database.module.ts.
+   */
+  @Column({ type: 'xid8' as 'bigint' })
   txId!: string;
 
   /** The writing transaction's start (`now()`), as the change's own timestamps (e.g. `finished_at`). */
