@@ -424,7 +424,7 @@ export interface paths {
          *
          *     **Following** (`Accept: text/event-stream`): the same feed as Server-Sent Events, kept open until the client goes away: `id:` is the event's cursor, `event:` its type, `data:` the event as JSON (as in a page). It starts after the `Last-Event-ID` header (sent by EventSource when it reconnects; it wins over `cursor`), else after `cursor`, else from now. The first message is a bare `id:` (the start position) and a comment comes every 15 s (with the position reached); `limit` does not apply. Any instance serves any follower.
          *
-         *     **Order**: by transaction, then `seq`. An event becomes readable once every transaction that began writing before its own has ended: a long transaction delays the feed, never reorders it, and a reader that has seen an event will never be shown an earlier one. Events are kept RUNPLANE_EVENTS_RETENTION_HOURS (default 168), and never removed while an older run is still unfinished.
+         *     **Order**: by transaction, then `seq` (the cursor), not by `seq` alone: an event written after another event's transaction committed comes after it, and a reader that has seen an event is never shown an earlier one. An event becomes readable once every transaction that started before it was written has ended: a long transaction delays the feed, never reorders it. Events are kept RUNPLANE_EVENTS_RETENTION_HOURS (default 168), and never removed from the first event of the oldest unfinished run on.
          */
         get: operations["EventsController_events"];
         put?: never;
@@ -799,7 +799,7 @@ export interface components {
             next_cursor: string | null;
         };
         EventView: {
-            /** @description The order events were written in. The feed is ordered by transaction, then seq: events of transactions that committed in another order than they began in come in commit-safe order, not seq order (see the route). */
+            /** @description Numbers events as they are written. The feed is ordered by its cursor (transaction, then seq), not by seq alone: concurrent transactions may show seqs out of order (see the route). */
             seq: number;
             /**
              * Format: date-time

@@ -22,10 +22,11 @@ the \`Last-Event-ID\` header (sent by EventSource when it reconnects; it wins ov
 else from now. The first message is a bare \`id:\` (the start position) and a comment comes every 15 s (with the \
 position reached); \`limit\` does not apply. Any instance serves any follower.
 
-**Order**: by transaction, then \`seq\`. An event becomes readable once every transaction that began writing before \
-its own has ended: a long transaction delays the feed, never reorders it, and a reader that has seen an event will \
-never be shown an earlier one. Events are kept RUNPLANE_EVENTS_RETENTION_HOURS (default 168), and never removed while \
-an older run is still unfinished.`;
+**Order**: by transaction, then \`seq\` (the cursor), not by \`seq\` alone: an event written after another event's \
+transaction committed comes after it, and a reader that has seen an event is never shown an earlier one. An event \
+becomes readable once every transaction that started before it was written has ended: a long transaction delays the \
+feed, never reorders it. Events are kept RUNPLANE_EVENTS_RETENTION_HOURS (default 168), and never removed from the \
+first event of the oldest unfinished run on.`;
 
 @ApiTags('events')
 @ApiAuthenticated()

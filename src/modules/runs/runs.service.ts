@@ -215,7 +215,8 @@ export class RunsService {
   async stop(principal: Principal, projectName: string, runId: string, abort: boolean): Promise<RunView> {
     const { run } = await this.requireRun(principal, projectName, runId);
     await this.tx.run(async (m) => {
-      const stop = await this.groups.stopRoot(m, run.id, principal.name, abort ? 'aborted_by_user' : 'stopped_by_user');
+      const reason = abort ? 'aborted_by_user' : 'stopped_by_user';
+      const stop = await this.groups.stopRoot(m, run.id, principal.name, reason);
       if (stop?.created) await this.events.record(m, [groupCancelledEvent(run.projectId, run.id, stop.cancellation)]);
       await this.refreshStatus(m, run.id);
     });

@@ -34,8 +34,8 @@ export class EventView {
     type: 'integer',
     minimum: 1,
     description:
-      'The order events were written in. The feed is ordered by transaction, then seq: events of transactions that ' +
-      'committed in another order than they began in come in commit-safe order, not seq order (see the route).',
+      'Numbers events as they are written. The feed is ordered by its cursor (transaction, then seq), not by seq ' +
+      'alone: concurrent transactions may show seqs out of order (see the route).',
   })
   seq!: number;
 
