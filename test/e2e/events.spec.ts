@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DONE, ERROR } from '../../bench/reference-worker';
 import { comparePositions, decodeEventCursor, encodeEventCursor, START } from '../../src/modules/events/event-cursor';
 import { EventFollowers } from '../../src/modules/events/event-followers.service';
+import { EventsFeedService } from '../../src/modules/events/events-feed.service';
 import { EventsRetentionService } from '../../src/modules/events/events-retention.service';
 import { EventsService } from '../../src/modules/events/events.service';
 import { BudgetEnforcerService } from '../../src/modules/workers/budget-enforcer.service';
@@ -426,7 +427,7 @@ describe('event feed', () => {
   );
 
   describeRealPostgres('following (SSE) on another app instance', () => {
-    it('follows from now and from Last-Event-ID, woken by notifications; ends the stream on shutdown', async () => {
+    it('follows from now and from Last-Event-ID, woken by NOTIFY; heartbeats recheck access; ends on shutdown', async () => {
       const other = await createTestApp({}, { ownDatabase: 'events' });
       let closed = false;
       try {
@@ -454,6 +455,28 @@ describe('event feed', () => {
         const again = await SseClient.open(url, owner.token, { 'Last-Event-ID': live.events[1].id });
         await again.until(() => again.events.length >= items.length - 2, 5000);
         expect(again.events.map((e) => e.data)).toEqual(items.slice(2));
+        // Heartbeats check access again: a member taken off the project loses the stream at the next one.
+        other.app.get(EventsFeedService).heartbeatMs = 100;
+        const member = await t.user();
+        await t.http
+          .put(`/api/v1/projects/${project}/members`)
+          .set(owner.auth)
+          .send({
+            members: [
+              { user: owner.name, role: 'admin' },
+              { user: member.name, role: 'user' },
+            ],
+          })
+          .expect(200);
+        const removed = await SseClient.open(url, member.token);
+        await removed.until(() => removed.comments >= 2, 5000, 'heartbeats');
+        expect(removed.ended).toBe(false);
+        await t.http
+          .put(`/api/v1/projects/${project}/members`)
+          .set(owner.auth)
+          .send({ members: [{ user: owner.name, role: 'admin' }] })
+          .expect(200);
+        await removed.ending(5000);
         // Shutdown ends both streams promptly (no open response keeps the server from closing).
         const began = Date.now();
         await other.close();

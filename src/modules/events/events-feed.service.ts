@@ -26,6 +26,8 @@ interface Scope {
 @Injectable()
 export class EventsFeedService {
   private readonly logger = new Logger(EventsFeedService.name);
+  /** Between heartbeats of a stream (a setting for tests). */
+  heartbeatMs = HEARTBEAT_MS;
 
   constructor(
     private readonly events: EventsService,
@@ -100,7 +102,7 @@ export class EventsFeedService {
           throw err;
         }
       },
-      heartbeatMs: HEARTBEAT_MS,
+      heartbeatMs: this.heartbeatMs,
       onError: (err) => this.logger.warn({ err }, 'event stream: read failed; trying again'),
     });
     res.once('close', () => follower.close());

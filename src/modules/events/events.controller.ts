@@ -19,8 +19,9 @@ comes next.
 **Following** (\`Accept: text/event-stream\`): the same feed as Server-Sent Events, kept open until the client goes \
 away: \`id:\` is the event's cursor, \`event:\` its type, \`data:\` the event as JSON (as in a page). It starts after \
 the \`Last-Event-ID\` header (sent by EventSource when it reconnects; it wins over \`cursor\`), else after \`cursor\`, \
-else from now. The first message is a bare \`id:\` (the start position) and a comment comes every 15 s (with the \
-position reached); \`limit\` does not apply. Any instance serves any follower.
+else from now. The first message is a bare \`id:\` (the start position); a comment comes every 15 s (with the \
+position reached), when the caller's token and membership are checked again: the stream ends once either is gone. \
+\`limit\` does not apply. Any instance serves any follower.
 
 **Order**: by transaction, then \`seq\` (the cursor), not by \`seq\` alone: an event written after another event's \
 transaction committed comes after it, and a reader that has seen an event is never shown an earlier one. An event \
