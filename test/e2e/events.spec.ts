@@ -8,8 +8,10 @@ import { EventsService } from '../../src/modules/events/events.service';
 import { BudgetEnforcerService } from '../../src/modules/workers/budget-enforcer.service';
 import { WorkerLifecycleService } from '../../src/modules/workers/worker-lifecycle.service';
 import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
+import { DatabaseProxy } from '../support/database-proxy';
 import { SseClient } from '../support/sse';
 import { createTestApp, describeRealPostgres, embeddedOnly, TestApp, TestUser } from '../support/test-app';
+import { workerDatabaseUrl } from '../support/test-databases';
 import { claimFor, invariants, makeWorker } from '../support/workers';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -427,6 +429,33 @@ describe('event feed', () => {
   );
 
   describeRealPostgres('following (SSE) on another app instance', () => {
+    it('keeps a stream open through a database outage and delivers what was written meanwhile', async () => {
+      const proxy = await DatabaseProxy.start(await workerDatabaseUrl('events'));
+      const other = await createTestApp({ DATABASE_URL: proxy.url }, { ownDatabase: 'events' });
+      try {
+        await other.app.listen(0, '127.0.0.1');
+        const live = await SseClient.open(`${await other.app.getUrl()}${feedUrl()}`, owner.token);
+        await live.until(() => live.lastId !== undefined, 5000, 'the start position');
+        const start = live.lastId!;
+        await live.until(() => other.app.get(EventFollowers).listens, 5000, 'the LISTEN connection');
+        // Every connection of that app dies (the LISTEN one too) and new ones are refused for a while.
+        await proxy.refuse();
+        const during = await makeRun(t, owner, project); // written through this app, straight to the database
+        await sleep(1500);
+        expect(live.ended).toBe(false);
+        await proxy.restore();
+        const after = await makeRun(t, owner, project);
+        const { items } = await readAll({}, start);
+        expect(items.map((e: EventJson) => e.run_id)).toEqual([during.id, after.id]);
+        await live.until(() => live.events.length >= 2, 15_000);
+        expect(live.events.map((e) => e.data)).toEqual(items);
+        await live.until(() => other.app.get(EventFollowers).listens, 15_000, 'LISTEN again');
+      } finally {
+        await other.close();
+        await proxy.close();
+      }
+    });
+
     it('follows from now and from Last-Event-ID, woken by NOTIFY; heartbeats recheck access; ends on shutdown', async () => {
       const other = await createTestApp({}, { ownDatabase: 'events' });
       let closed = false;

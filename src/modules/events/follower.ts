@@ -43,6 +43,8 @@ export class Follower {
   private heartbeat?: NodeJS.Timeout;
   private heldBackMs = HELD_BACK_FIRST_MS;
   private errorMs = ERROR_FIRST_MS;
+  /** After a failed read, no other before this time (wake-ups meanwhile wait for it). */
+  private pausedUntil = 0;
 
   constructor(private readonly o: FollowerOptions) {
     this.cursor = o.start;
@@ -78,12 +80,18 @@ export class Follower {
         this.wakeUp = undefined;
         if (this.closed) break;
         this.woken = false;
+        const paused = this.pausedUntil - Date.now();
+        if (paused > 0) {
+          this.later(paused);
+          continue;
+        }
         let batch: EventBatch;
         try {
           batch = await this.o.read(this.cursor, FOLLOW_BATCH);
           this.errorMs = ERROR_FIRST_MS;
         } catch (err) {
-          this.o.onError(err);
+          if (this.errorMs === ERROR_FIRST_MS) this.o.onError(err); // once per outage, not once per retry
+          this.pausedUntil = Date.now() + this.errorMs;
           this.later(this.errorMs);
           this.errorMs = Math.min(this.errorMs * 2, ERROR_MAX_MS);
           continue;
