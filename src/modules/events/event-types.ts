@@ -14,8 +14,8 @@ import type { TerminationReason } from '../lifecycle/vocabulary';
  *   run's own `run.status` says it) and never for a change a cancellation explains (its `group.cancelled` does).
  * - `group.cancelled`: a group was cancelled (by a user, a stop of the run: group 0, fail-fast, the budget): one
  *   event for the whole subtree, `reason` the cancellation's reason and `by` who cancelled. Jobs the cancellation
- *   stops get no events of their own: queued ones are ended by a sweep that writes none, and ones on workers report
- *   their end as usual.
+ *   stops get no events of their own: queued ones are ended by a sweep that writes no job events (a run status it
+ *   changes is a `run.status`), and ones on workers report their end as usual.
  * - `project.budget_exceeded`: the project's cost reached its billing limit and the budget loop stopped its runs
  *   (once per pass that stopped some, in the transaction of the first stop; each stop is a `group.cancelled`).
  */
