@@ -4,7 +4,7 @@ import { MigrationInterface, QueryRunner } from 'typeorm';
  * The event feed (issue #12, item 4): an append-only table written in the transaction of each change it records.
  * Readers order it by (tx_id, seq) and read only below the snapshot's xmin (see EventsRepository.read), hence the
  * two keyset indexes: a project's feed and one run's. tx_id has no default: the one INSERT (EventsRepository.insert)
- * computes it, the writing transaction's id raised to its snapshot's xmax.
+ * computes it: the writing transaction's id, raised to its snapshot's xmax − 1.
  */
 export class CreateEvents1765843200000 implements MigrationInterface {
   name = 'CreateEvents1765843200000';

@@ -412,6 +412,14 @@ describe('event feed', () => {
           expect((await events.read(filter, both.next, 100)).events).toEqual([]);
           await record(t4, 4);
           await t4.commitTransaction();
+          // Readable as soon as nothing below it runs: below the xmax of a snapshot taken now, with no transaction
+          // having ended since (its tx_id must not wait for an id not yet given out).
+          const [{ xmax }] = await t.dataSource.query(`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xmax`);
+          const [{ key }] = await t.dataSource.query(
+            `SELECT max(tx_id)::text AS key FROM events WHERE project_id = $1`,
+            [projectId],
+          );
+          expect(BigInt(key)).toBeLessThan(BigInt(xmax));
           const later = await readUntil(both.next, 2);
           expect(later.events.map((e) => e.reason)).toEqual(['n3', 'n4']);
           expect(BigInt(later.events[1].txId)).toBeGreaterThan(x4);
@@ -456,7 +464,7 @@ describe('event feed', () => {
       }
     });
 
-    it('follows from now and from Last-Event-ID, woken by NOTIFY; heartbeats recheck access; ends on shutdown', async () => {
+    it('follows from now and Last-Event-ID, woken by NOTIFY; heartbeats recheck access; ends on shutdown', async () => {
       const other = await createTestApp({}, { ownDatabase: 'events' });
       let closed = false;
       try {

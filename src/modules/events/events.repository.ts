@@ -54,23 +54,28 @@ export class EventsRepository {
    * also queues one notification on EVENTS_CHANNEL naming their projects; PostgreSQL delivers it at commit (never
    * for a rollback), and folds repeats of the same payload within a transaction into one.
    *
-   * tx_id, the feed's first key (see read), is the transaction's id raised to the xmax of this statement's snapshot
-   * (the first transaction id not yet ended when the statement began) when that is larger:
-   * - Safe: it is at least the transaction's own id, so while the transaction runs its events are at or above every
-   *   reader's horizon (xmin), and it is at least the xmax of a snapshot taken now, so it is above the horizon of
-   *   every reader that already read.
+   * tx_id, the feed's first key (see read), is the transaction's id, raised to the newest transaction id already
+   * ended when this statement began (its snapshot's xmax − 1) when that is larger:
+   * - Safe: it is at least the transaction's own id, so while the transaction runs, and for every reader that read
+   *   before it wrote, its events are at or above the horizon (xmin).
+   * - Live: once the transaction has ended, both terms are ids of ended transactions, so its events become readable
+   *   as soon as the transactions below them have ended (raised to xmax itself, an id not yet given out, they would
+   *   wait for some later transaction to end: on a quiet database, for ever).
    * - In commit order where it matters: the transaction's own id alone was taken at its first write (a lifecycle
    *   transaction's first row lock), and a transaction that then waited for another's lock (a run's root counters)
    *   and committed after it would have come first in the feed: a run could be seen `done`, then `running`. Raised
-   *   to the xmax of a snapshot taken after the other committed, it comes after (ties go by seq, taken later too).
-   *   So an event written after another event's transaction committed always follows it in the feed (in READ
-   *   COMMITTED, where each statement takes a fresh snapshot: every writer here).
+   *   to an id that ended after the other one did, it comes after it (a tie goes by seq, taken later too). So an
+   *   event written after another event's transaction committed always follows it in the feed (in READ COMMITTED,
+   *   where each statement takes a fresh snapshot: every writer here).
    */
   async insert(m: EntityManager, events: readonly NewEvent[]): Promise<void> {
     await preparedQuery(
       m,
       'events_record',
-      `WITH key AS (SELECT GREATEST(pg_current_xact_id(), pg_snapshot_xmax(pg_current_snapshot())) AS tx_id),
+      `WITH key AS (
+         SELECT GREATEST(pg_current_xact_id(), (pg_snapshot_xmax(pg_current_snapshot())::text::int8 - 1)::text::xid8)
+                AS tx_id
+       ),
        inserted AS (
          INSERT INTO events (tx_id, type, project_id, run_id, job_group_id, job_id, submission_num, status, reason,
                              actor)
@@ -108,7 +113,7 @@ export class EventsRepository {
    * (pg_snapshot_xmin(pg_current_snapshot()), taken in this same statement): tx_id is at least the writing
    * transaction's id (see insert), so every such event's transaction has ended: it is either visible now or never
    * will be. And no event can later appear below that xmin: a transaction still running has an id at or above it,
-   * and one not yet writing will write at or above the xmax of a snapshot taken after this one.
+   * and one that has no id yet will get one at or above this snapshot's xmax.
    *
    * The price: an event becomes readable only once every transaction whose id is below its tx_id has ended (on any
    * database of the server, writing events or not). A long transaction delays the feed behind it; it never

@@ -18,8 +18,9 @@ export class Event {
   seq!: string;
 
   /**
-   * The writing transaction's id, raised to the xmax of the snapshot the event was written in when that is larger:
-   * an xid8 (64 bits, never wraps). No default: EventsRepository.insert, the only writer, computes it (and says why).
+   * The writing transaction's id, raised to the newest id already ended when the event was written (its snapshot's
+   * xmax − 1) when larger: an xid8 (64 bits, never wraps). No default: EventsRepository.insert, the only writer,
+   * computes it (and says why).
    * TypeORM learns the type in database.module.ts.
    */
   @Column({ type: 'xid8' as 'bigint' })
