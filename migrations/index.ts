@@ -11,6 +11,7 @@ import { StoreIdempotencyResourceReferences1765497600000 } from './1765497600000
 import { AddUnfinishedRunsIndex1765497600001 } from './1765497600001-AddUnfinishedRunsIndex';
 import { AddDeadlineAtToJobSubmissions1765670400000 } from './1765670400000-AddDeadlineAtToJobSubmissions';
 import { CreateRequestableResources1765756800000 } from './1765756800000-CreateRequestableResources';
+import { CreateEvents1765843200000 } from './1765843200000-CreateEvents';
 import { CreateLogTables1766016000000 } from './1766016000000-CreateLogTables';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
@@ -28,5 +29,6 @@ export const MIGRATIONS = [
   AddUnfinishedRunsIndex1765497600001,
   AddDeadlineAtToJobSubmissions1765670400000,
   CreateRequestableResources1765756800000,
+  CreateEvents1765843200000,
   CreateLogTables1766016000000,
 ];

@@ -4,6 +4,7 @@ import { BillingModule } from './modules/billing/billing.module';
 import { ScheduleModule } from '@nestjs/schedule';
 import { IdempotencyModule } from './common/idempotency/idempotency.module';
 import { ConfigModule } from './config/config.module';
+import { EventsFeedModule } from './modules/events/events-feed.module';
 import { DatabaseModule } from './infra/database/database.module';
 import { TransactionsModule } from './infra/database/transactions.module';
 import { HealthModule } from './infra/health/health.module';
@@ -36,6 +37,7 @@ import { WorkersModule } from './modules/workers/workers.module';
     BillingModule,
     JobGroupsApiModule,
     LogsModule,
+    EventsFeedModule,
     AdminModule,
     ScheduleModule.forRoot(),
   ],

@@ -492,6 +492,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The event feed, a page or followed (SSE)
+         * @description The project's event feed: every change of a run's, job's or group's status, every cancellation and budget stop, recorded in the transaction of the change. Types:
+         *     - `run.status`: a run's status changed (`status`; `reason` is its termination reason, if any); `submitted` at submission.
+         *     - `job.status`: a job's latest submission (`submission_num`) changed status: `provisioning` (claimed), `running`, or final with its termination reason; a retry is the failed attempt's event then the next submission's `submitted`.
+         *     - `group.status`: a job group's status changed (running, success, failure, cancelled: first failure, completion, jobs added); never for group 0 (see run.status) nor for what a cancellation explains (see group.cancelled).
+         *     - `group.cancelled`: a group was cancelled (by a user, a stop of the run: group 0, fail-fast, the budget): one event for the whole subtree, with the cancellation's `reason` and `by`; the jobs it stops get no events of their own unless a worker was running them.
+         *     - `project.budget_exceeded`: the project's cost reached its billing limit: its active runs are being stopped (each stop a group.cancelled with reason budget_exceeded).
+         *
+         *     **Pages** (`Accept: application/json`, the default): at most `limit` events after `cursor` (from the beginning without one), oldest first. Keyset pages never skip nor repeat an event. `next_cursor` is never null: it is the position after the last item, or, on a short page, after everything readable so far; pass it back to poll for what comes next.
+         *
+         *     **Following** (`Accept: text/event-stream`): the same feed as Server-Sent Events, kept open until the client goes away: `id:` is the event's cursor, `event:` its type, `data:` the event as JSON (as in a page). It starts after the `Last-Event-ID` header (sent by EventSource when it reconnects; it wins over `cursor`), else after `cursor`, else from now. The first message is a bare `id:` (the start position); a comment comes every 15 s (with the position reached), when the caller's token and membership are checked again: the stream ends once either is gone. `limit` does not apply. Any instance serves any follower.
+         *
+         *     **Order**: by transaction, then `seq` (the cursor), not by `seq` alone: an event written after another event's transaction committed comes after it, and a reader that has seen an event is never shown an earlier one. An event becomes readable once every transaction that started before it was written has ended: a long transaction delays the feed, never reorders it. Events are kept RUNPLANE_EVENTS_RETENTION_HOURS (default 168), and never removed from the first event of the oldest unfinished run on.
+         */
+        get: operations["EventsController_events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/maintenance/cleanup": {
         parameters: {
             query?: never;
@@ -609,6 +640,8 @@ export interface components {
             queued_submissions_terminated: number;
             idempotency_keys_removed: number;
             shard_rows_compacted: number;
+            /** @description Past RUNPLANE_EVENTS_RETENTION_HOURS, and older than every unfinished run. */
+            events_removed: number;
         };
         CompleteDto: {
             /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
@@ -799,6 +832,37 @@ export interface components {
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
+        };
+        EventPage: {
+            items: components["schemas"]["EventView"][];
+            /** @description Opaque; pass as `cursor` for the next page. null on the last page. */
+            next_cursor: string | null;
+        };
+        EventView: {
+            /** @description Numbers events as they are written. The feed is ordered by its cursor (transaction, then seq), not by seq alone: concurrent transactions may show seqs out of order (see the route). */
+            seq: number;
+            /**
+             * Format: date-time
+             * @description Start of the change's transaction (as its other timestamps).
+             */
+            at: string;
+            /** @enum {string} */
+            type: "run.status" | "job.status" | "group.status" | "group.cancelled" | "project.budget_exceeded";
+            /** @description Project name. */
+            project: string;
+            /** Format: uuid */
+            run_id: string | null;
+            /** @description 0 for the run itself. */
+            job_group_id: number | null;
+            /** Format: uuid */
+            job_id: string | null;
+            submission_num: number | null;
+            /** @description The new status: a run status (run.status), a submission status (job.status), a group status (group.status), `cancelled` (group.cancelled); null for project.budget_exceeded. */
+            status: string | null;
+            /** @description A termination reason, a run's termination reason, or a cancellation's reason. */
+            reason: string | null;
+            /** @description Who did it: a user name, or `system`. */
+            by: string | null;
         };
         GroupCounts: {
             n_jobs: number;
@@ -5210,6 +5274,123 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    EventsController_events: {
+        parameters: {
+            query?: {
+                /** @description Items per page: default 20, at most 100. */
+                limit?: number;
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
+                cursor?: string;
+                /** @description Events of this run only (a run of the project: any other id is a 404). */
+                run_id?: string;
+                /** @description Comma list of event types: run.status, job.status, group.status, group.cancelled, project.budget_exceeded. */
+                type?: string;
+            };
+            header?: {
+                /** @description With `Accept: text/event-stream`: resume after this event (an `id:` of an earlier stream). */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description Project name. */
+                project: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events (JSON), or the followed feed (`text/event-stream`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventPage"];
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error413"];
                 };
             };
             /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */

@@ -112,6 +112,16 @@ export class Env {
   @Max(100_000)
   RUNPLANE_MAX_TOKENS_PER_USER: number = 100;
 
+  /**
+   * How long events are kept (hours). Retention never removes an event of a run that has not finished: the cut-off
+   * is the earlier of now minus this and the oldest unfinished run's submission.
+   */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer number of hours' })
+  @Min(1)
+  @Max(87_600)
+  RUNPLANE_EVENTS_RETENTION_HOURS: number = 168;
+
   /** Unfinished jobs a project may hold; 0 = no limit. */
   @Transform(toInt)
   @IsInt({ message: 'must be an integer' })

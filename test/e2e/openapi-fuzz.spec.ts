@@ -327,6 +327,12 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     'GET /api/v1/projects/{project}/billing': () =>
       as(f.owner, { params: { project: f.project }, query: { from: today, to: today, group_by: 'user,day,resource' } }),
     'GET /api/v1/projects/{project}/runs/{runId}/cost': () => as(f.owner, { params: run }),
+    // A page of the run's status and job events (the fixtures' lifecycle wrote them); the SSE form is not fuzzed.
+    'GET /api/v1/projects/{project}/events': () =>
+      as(f.owner, {
+        params: { project: f.project },
+        query: { run_id: f.runId, type: 'run.status,job.status', limit: '10' },
+      }),
     'GET /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/cost': () => as(f.owner, { params: group }),
     'POST /admin/v1/maintenance/cleanup': () => as(f.admin),
     'GET /admin/v1/invariants': () => as(f.admin),

@@ -73,6 +73,8 @@ export const OWN_DATABASES = [
   'openapi',
   'resources',
   'claims',
+  'events',
+  'follow',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 

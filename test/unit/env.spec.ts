@@ -24,6 +24,11 @@ describe('configuration', () => {
     });
   });
 
+  it('keeps events a week by default', () => {
+    expect(parseEnv({}).RUNPLANE_EVENTS_RETENTION_HOURS).toBe(168);
+    expect(parseEnv({ RUNPLANE_EVENTS_RETENTION_HOURS: '24' }).RUNPLANE_EVENTS_RETENTION_HOURS).toBe(24);
+  });
+
   it('parses typed values', () => {
     const env = parseEnv({
       PORT: '8080',
@@ -60,6 +65,14 @@ describe('configuration', () => {
     [
       { RUNPLANE_RATE_LIMIT_USER_REQUESTS: '-1' },
       /^Invalid configuration: RUNPLANE_RATE_LIMIT_USER_REQUESTS=-1 must not be less than 0$/,
+    ],
+    [
+      { RUNPLANE_EVENTS_RETENTION_HOURS: '0' },
+      /^Invalid configuration: RUNPLANE_EVENTS_RETENTION_HOURS=0 must not be less than 1$/,
+    ],
+    [
+      { RUNPLANE_EVENTS_RETENTION_HOURS: 'week' },
+      /^Invalid configuration: RUNPLANE_EVENTS_RETENTION_HOURS="week" must be an integer number of hours$/,
     ],
     [
       { RUNPLANE_MAX_QUEUED_JOBS_PER_PROJECT: 'lots' },

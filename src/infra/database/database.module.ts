@@ -51,6 +51,7 @@ async function openDataSource(options: DataSourceOptions): Promise<DataSource> {
   const embedded = url ? embeddedByUrl.get(url) : undefined;
   if (url) embeddedByUrl.delete(url);
   const dataSource = new DataSource(options);
+  teachTypes(dataSource);
   try {
     await dataSource.initialize();
     const applied = await runMigrationsLocked(dataSource);
@@ -71,6 +72,15 @@ async function openDataSource(options: DataSourceOptions): Promise<DataSource> {
     };
   }
   return dataSource;
+}
+
+/**
+ * Column types TypeORM's PostgreSQL driver does not list but our entities use, so that entities and migrations can
+ * agree on them: `xid8` (events.tx_id, a transaction id; see EventsRepository.read).
+ */
+function teachTypes(dataSource: DataSource): void {
+  const supported = dataSource.driver.supportedDataTypes as string[];
+  if (!supported.includes('xid8')) supported.push('xid8');
 }
 
 async function startEmbedded(dataDir: string): Promise<EmbeddedPostgres> {

@@ -14,8 +14,8 @@ export interface Loop {
 }
 
 /**
- * Background loops (lapsed leases, sweeps of cancelled subtrees, clean-up), each pass bounded. With several
- * instances on one database, one runs them: the holder of a session advisory lock (released if it dies).
+ * Background loops (lapsed leases, sweeps of cancelled subtrees, clean-up, event retention), each pass bounded. With
+ * several instances on one database, one runs them: the holder of a session advisory lock (released if it dies).
  */
 @Injectable()
 export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplicationShutdown {

@@ -17,7 +17,7 @@ export class AdminController {
     private readonly maintenance: MaintenanceService,
   ) {}
 
-  /** Bounded clean-up passes (lapsed leases, cancelled queues, old idempotency keys, billing shards); what was done. */
+  /** Bounded clean-up passes (lapsed leases, cancelled queues, old idempotency keys, billing shards, old events). */
   @Post('maintenance/cleanup')
   @ApiOkResponse({ type: CleanupReport })
   @ApiErrors(400, 413)

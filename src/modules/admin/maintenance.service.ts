@@ -14,6 +14,13 @@ export class CleanupReport {
 
   @ApiProperty({ type: 'integer', minimum: 0 })
   shard_rows_compacted!: number;
+
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    description: 'Past RUNPLANE_EVENTS_RETENTION_HOURS, and older than every unfinished run.',
+  })
+  events_removed!: number;
 }
 
 /** One bounded pass of every clean-up the background loops run, on demand, reporting what each did. */
@@ -28,6 +35,7 @@ export class MaintenanceService {
       queued_submissions_terminated: await pass('cancelled_sweep'),
       idempotency_keys_removed: await pass('cleanup'),
       shard_rows_compacted: await pass('billing_shards'),
+      events_removed: await pass('events_retention'),
     };
   }
 }

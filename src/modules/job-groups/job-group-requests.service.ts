@@ -9,6 +9,8 @@ import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView }
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
 import { JobGroupsService } from './job-groups.service';
+import { cancellationEvents, groupStatusEvents } from '../events/event-types';
+import { EventsService } from '../events/events.service';
 import { JobView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { AddJobsDto } from './dto/job-group-requests.dto';
@@ -32,6 +34,7 @@ export class JobGroupRequestsService {
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
     private readonly billing: BillingService,
+    private readonly events: EventsService,
   ) {}
 
   async create(
@@ -113,7 +116,8 @@ export class JobGroupRequestsService {
               first,
             );
             await this.jobs.insert(m, run.id, newJobs, run.priority);
-            await this.groups.addJobs(m, chain, newJobs.length);
+            const changes = await this.groups.addJobs(m, chain, newJobs.length);
+            await this.events.record(m, groupStatusEvents(run.projectId, run.id, changes));
             await this.runStatus.refreshStatus(m, run.id);
             return { first, jobs: await this.jobs.addedViews(m, run.id, first, first + body.jobs.length) };
           },
@@ -198,7 +202,10 @@ export class JobGroupRequestsService {
     const { run } = await this.runs.requireRun(principal, project, runId);
     const cancellation = await this.tx.run(async (m) => {
       const result = await this.groups.cancel(m, run.id, jobGroupId, principal.name, reason ?? 'job_group_cancelled');
-      if (result.created) await this.runStatus.refreshStatus(m, run.id);
+      if (!result.created) return result.cancellation;
+      const events = cancellationEvents(run.projectId, run.id, result.cancellation, result.statusChanges);
+      await this.events.record(m, events);
+      await this.runStatus.refreshStatus(m, run.id);
       return result.cancellation;
     });
     return toCancellationView(cancellation);

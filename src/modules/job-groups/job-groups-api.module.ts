@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { BillingModule } from '../billing/billing.module';
+import { EventsModule } from '../events/events.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { RunsModule } from '../runs/runs.module';
 import { JobGroupRequestsService } from './job-group-requests.service';
@@ -13,7 +14,7 @@ import { JobGroupsModule } from './job-groups.module';
  * in a circle.
  */
 @Module({
-  imports: [JobGroupsModule, RunsModule, JobsModule, BillingModule],
+  imports: [JobGroupsModule, RunsModule, JobsModule, BillingModule, EventsModule],
   controllers: [JobGroupsController],
   providers: [JobGroupRequestsService],
 })

@@ -20,6 +20,12 @@ export interface Chain {
   stopReason: string | null;
 }
 
+/** A group whose status (as its view shows it) changed in the caller's transaction, and its new status. */
+export interface GroupStatusChange {
+  jobGroupId: number;
+  status: GroupStatus;
+}
+
 export interface GroupTreeRequest {
   ref: string;
   parentRef?: string;
@@ -181,10 +187,12 @@ export class JobGroupsService {
     return chain;
   }
 
-  async addJobs(m: EntityManager, chain: Chain, n: number): Promise<void> {
+  /** Counts `n` new jobs into a locked chain; returns the groups whose status changed (a complete one runs again). */
+  async addJobs(m: EntityManager, chain: Chain, n: number): Promise<GroupStatusChange[]> {
     const ids = chain.levels.map((l) => l.jobGroupId);
     await this.groups.addCounts(m, chain.runId, ids, { nJobs: n });
     await this.groups.setState(m, chain.runId, ids, 'running');
+    return statusChanges(chain.levels.map((l) => ({ jobGroupId: l.jobGroupId, before: l, after: addTo(l, n) })));
   }
 
   /**
@@ -197,16 +205,32 @@ export class JobGroupsService {
     jobGroupId: number,
     outcome: JobOutcome,
     active: ActiveDelta,
-  ): Promise<{ counted: boolean; root: RootChange; cancellations: Cancellation[] }> {
+  ): Promise<{
+    counted: boolean;
+    root: RootChange;
+    cancellations: Cancellation[];
+    statusChanges: GroupStatusChange[];
+  }> {
     const delta = outcomeDelta(outcome);
     const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, delta, active);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     const chain = await this.withCancellations(m, runId, jobGroupId, levels);
     const root = levels[levels.length - 1];
     const before = { counts: subtract(root, counted ? delta : {}, active), stopReason: chain.stopReason };
-    if (!counted) return { counted, root: { before, after: this.rootOf(chain) }, cancellations: [] };
+    if (!counted) return { counted, root: { before, after: this.rootOf(chain) }, cancellations: [], statusChanges: [] };
+    // The chain before this outcome (none of its levels was cancelled, or it would not have been counted).
+    const beforeLevels = levels.map((l) => ({ jobGroupId: l.jobGroupId, counts: subtract(l, delta, {}) }));
     const done = await this.afterCounting(m, chain, levels, outcome);
-    return { counted, root: { before, after: done.root }, cancellations: done.cancellations };
+    const changes = statusChanges(
+      levels.map((l, i) => ({
+        jobGroupId: l.jobGroupId,
+        before: beforeLevels[i].counts,
+        after: l,
+        // Fail-fast cancelled the level at `cancelledUpTo` and so every level below it in the chain.
+        cancelledAfter: i <= done.cancelledUpTo,
+      })),
+    );
+    return { counted, root: { before, after: done.root }, cancellations: done.cancellations, statusChanges: changes };
   }
 
   /** Moves the run's active counts on its root's counters row (locking it, if the caller hasn't yet). */
@@ -223,7 +247,7 @@ export class JobGroupsService {
     chain: Chain,
     levels: ChainLevel[],
     outcome: JobOutcome,
-  ): Promise<{ cancellations: Cancellation[]; root: RootState }> {
+  ): Promise<{ cancellations: Cancellation[]; root: RootState; cancelledUpTo: number }> {
     await this.groups.setState(
       m,
       chain.runId,
@@ -231,6 +255,7 @@ export class JobGroupsService {
       'complete',
     );
     const made: Cancellation[] = [];
+    let cancelledUpTo = -1;
     if (outcome === 'failed') {
       for (let i = 0; i < levels.length; i++) {
         const l = levels[i];
@@ -243,6 +268,7 @@ export class JobGroupsService {
           'fail_fast',
         );
         made.push(cancellation);
+        cancelledUpTo = i;
         for (const u of updated)
           Object.assign(
             required(
@@ -257,6 +283,7 @@ export class JobGroupsService {
     return {
       cancellations: made,
       root: { counts: { ...levels[levels.length - 1] }, stopReason: stop?.reason ?? chain.stopReason },
+      cancelledUpTo,
     };
   }
 
@@ -275,19 +302,34 @@ export class JobGroupsService {
     jobGroupId: number,
     by: string,
     reason: string,
-  ): Promise<{ cancellation: Cancellation; created: boolean }> {
+  ): Promise<{ cancellation: Cancellation; created: boolean; statusChanges: GroupStatusChange[] }> {
     const chain = await this.lockChain(m, runId, jobGroupId);
-    if (chain.cancellation) return { cancellation: chain.cancellation, created: false };
-    return { cancellation: (await this.cancelLocked(m, runId, chain.levels, by, reason)).cancellation, created: true };
+    if (chain.cancellation) return { cancellation: chain.cancellation, created: false, statusChanges: [] };
+    const { cancellation, updated } = await this.cancelLocked(m, runId, chain.levels, by, reason);
+    // The cancelled group's own change is the cancellation; its ancestors may have completed with it.
+    const ancestors = chain.levels.slice(1).map((l) => ({
+      jobGroupId: l.jobGroupId,
+      before: l,
+      after: updated.find((u) => u.jobGroupId === l.jobGroupId) ?? l,
+    }));
+    return { cancellation, created: true, statusChanges: statusChanges(ancestors) };
   }
 
-  /** Stopping a run: cancels group 0 unless every job is already counted complete (a finished run stays as it is). */
-  async stopRoot(m: EntityManager, runId: string, by: string, reason: string): Promise<Cancellation | null> {
+  /**
+   * Stopping a run: cancels group 0 unless every job is already counted complete (a finished run stays as it is).
+   * Returns the cancellation in force (`created` when this call made it), or null for a finished run.
+   */
+  async stopRoot(
+    m: EntityManager,
+    runId: string,
+    by: string,
+    reason: string,
+  ): Promise<{ cancellation: Cancellation; created: boolean } | null> {
     const chain = await this.lockChain(m, runId, 0);
-    if (chain.cancellation) return chain.cancellation;
+    if (chain.cancellation) return { cancellation: chain.cancellation, created: false };
     const root = chain.levels[0];
     if (root.nJobs > 0 && root.nCompleted === root.nJobs) return null;
-    return (await this.cancelLocked(m, runId, chain.levels, by, reason)).cancellation;
+    return { cancellation: (await this.cancelLocked(m, runId, chain.levels, by, reason)).cancellation, created: true };
   }
 
   /** `levels` starts at the group to cancel, counters locked and current. Jobs not yet counted become cancelled. */
@@ -505,6 +547,37 @@ function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDe
     nRunning: c.nRunning - (active.nRunning ?? 0),
     nRetrying: c.nRetrying - (active.nRetrying ?? 0),
   };
+}
+
+function addTo(c: Counts, nJobs: number): Counts {
+  return { ...pickCounts(c), nJobs: c.nJobs + nJobs };
+}
+
+const pickCounts = (c: Counts): Counts => ({
+  nJobs: c.nJobs,
+  nCompleted: c.nCompleted,
+  nSucceeded: c.nSucceeded,
+  nFailed: c.nFailed,
+  nCancelled: c.nCancelled,
+  nAborted: c.nAborted,
+});
+
+/**
+ * The groups whose status (as `groupStatus` shows it) differs between two states of the same levels. A level that a
+ * cancellation made in the same transaction covers (`cancelledAfter`, none before: callers only pass uncancelled
+ * chains) and that shows as `cancelled` is left out: that cancellation's own record says it.
+ */
+export function statusChanges(
+  levels: { jobGroupId: number; before: Counts; after: Counts; cancelledAfter?: boolean }[],
+): GroupStatusChange[] {
+  const out: GroupStatusChange[] = [];
+  for (const l of levels) {
+    const was = groupStatus(effectiveCounts(l.before, false), false);
+    const cancelled = l.cancelledAfter ?? false;
+    const now = groupStatus(effectiveCounts(l.after, cancelled), cancelled);
+    if (now !== was && !(cancelled && now === 'cancelled')) out.push({ jobGroupId: l.jobGroupId, status: now });
+  }
+  return out;
 }
 
 function fieldError(field: string, message: string): DomainError {

@@ -4,6 +4,7 @@ import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
 import { RunStatusService } from '../runs/run-status.service';
+import { LifecycleEvents } from './lifecycle-events.service';
 import type { CompleteResult } from './lifecycle.types';
 import { type ActiveDelta, activeDelta, addDelta, OUTCOME_OF_STATUS } from './outcomes';
 import { shouldRetry } from './retry-policy';
@@ -22,6 +23,7 @@ export class JobFinisher {
     private readonly groups: JobGroupsService,
     private readonly runStatus: RunStatusService,
     private readonly runAccess: RunAccessService,
+    private readonly events: LifecycleEvents,
   ) {}
 
   async finishLocked(
@@ -50,6 +52,7 @@ export class JobFinisher {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
       retry = { id: next.id, submission_num: next.submissionNum };
     }
+    await this.events.jobs(m, [s], status, reason, retry ? [{ ...s, submissionNum: retry.submission_num }] : []);
     await this.runStatus.refreshStatus(
       m,
       s.runId,
@@ -71,6 +74,8 @@ export class JobFinisher {
     reason: string,
     delta: ActiveDelta,
   ): Promise<CompleteResult> {
+    // The job's event goes before the counter rows are locked (LOCK_ORDER: events before group counters).
+    await this.events.jobs(m, [s], status, reason);
     const result = await this.groups.countOutcome(
       m,
       s.runId,
@@ -79,6 +84,7 @@ export class JobFinisher {
       delta,
     );
     if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
+    await this.events.counted(m, s.runId, result);
     await this.runStatus.refreshStatus(m, s.runId, result.root);
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: null };
   }

@@ -3,7 +3,9 @@ import { BillingModule } from '../billing/billing.module';
 import { JobGroupsModule } from '../job-groups/job-groups.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { RunsModule } from '../runs/runs.module';
+import { EventsModule } from '../events/events.module';
 import { JobFinisher } from './job-finisher.service';
+import { LifecycleEvents } from './lifecycle-events.service';
 import { LifecycleInvariants } from './lifecycle-invariants.service';
 import { ServerTransitionsService } from './server-transitions.service';
 import { WorkerReportsService } from './worker-reports.service';
@@ -15,8 +17,8 @@ import { WorkerReportsService } from './worker-reports.service';
  * billing modules through their services, in one transaction per transition.
  */
 @Module({
-  imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule],
-  providers: [WorkerReportsService, ServerTransitionsService, JobFinisher, LifecycleInvariants],
+  imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule, EventsModule],
+  providers: [WorkerReportsService, ServerTransitionsService, JobFinisher, LifecycleInvariants, LifecycleEvents],
   exports: [WorkerReportsService, ServerTransitionsService],
 })
 export class LifecycleModule {}

@@ -21,6 +21,7 @@ import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissio
 import { RunAccessService } from '../runs/run-access.service';
 import { RunStatusService } from '../runs/run-status.service';
 import { JobFinisher } from './job-finisher.service';
+import { LifecycleEvents } from './lifecycle-events.service';
 import type {
   ClaimInput,
   ClaimedSubmission,
@@ -87,6 +88,7 @@ export class WorkerReportsService {
     private readonly env: Env,
     private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
+    private readonly events: LifecycleEvents,
   ) {}
 
   /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
@@ -140,6 +142,7 @@ export class WorkerReportsService {
           required(deltas.get(runId), `the active-count delta of run ${runId}`),
         );
       }
+      await this.events.jobs(m, rows, 'provisioning');
       return rows;
     });
     return {
@@ -182,6 +185,7 @@ export class WorkerReportsService {
         requested: started.resources,
       });
       await this.runStatus.moveActive(m, s.runId, { nProvisioning: -1, nRunning: 1 });
+      await this.events.jobs(m, [s], 'running');
       return { status: 'running', lease_expires_at: started.leaseExpiresAt.toISOString() };
     });
   }

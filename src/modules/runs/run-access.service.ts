@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { required } from '../../common/required';
 import { UUID_PATTERN } from '../../common/validation/params';
 import { EntityManager } from 'typeorm';
 import { Principal } from '../../common/auth/principal';
@@ -16,9 +17,14 @@ export interface RunRef {
   run: Run;
 }
 
+/** Runs whose project is remembered (a run never changes project); past this many, the memory starts over. */
+const PROJECT_OF_RUN_CACHE = 100_000;
+
 /** Which runs a caller may see, and the facts of a run other modules need (they never read the runs table). */
 @Injectable()
 export class RunAccessService {
+  private readonly projectOfRun = new Map<string, string>();
+
   constructor(
     private readonly runs: RunsRepository,
     private readonly projects: ProjectsService,
@@ -66,5 +72,34 @@ export class RunAccessService {
 
   retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
     return this.runs.retryPolicy(m, runId);
+  }
+
+  /** The project of a run (remembered: a run never moves), for the events the lifecycle records. */
+  async projectOf(m: EntityManager, runId: string): Promise<string> {
+    return required((await this.projectsOf(m, [runId])).get(runId), `the project of run ${runId}`);
+  }
+
+  /** The projects of runs, by run id; one statement for the ones not remembered yet. */
+  async projectsOf(m: EntityManager, runIds: readonly string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    const missing: string[] = [];
+    for (const id of new Set(runIds)) {
+      const known = this.projectOfRun.get(id);
+      if (known) out.set(id, known);
+      else missing.push(id);
+    }
+    if (missing.length === 0) return out;
+    if (this.projectOfRun.size + missing.length > PROJECT_OF_RUN_CACHE) this.projectOfRun.clear();
+    for (const [id, projectId] of await this.runs.projectsOf(m, missing)) {
+      this.projectOfRun.set(id, projectId);
+      out.set(id, projectId);
+    }
+    for (const id of missing) if (!out.has(id)) throw new Error(`run ${id} vanished`);
+    return out;
+  }
+
+  /** When the oldest unfinished run was submitted (event retention keeps every event from then on). */
+  oldestUnfinishedSubmittedAt(): Promise<Date | null> {
+    return this.runs.oldestUnfinishedSubmittedAt();
   }
 }

@@ -1,5 +1,7 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { BudgetService } from '../billing/budget.service';
+import { budgetExceededEvent, groupCancelledEvent, type NewEvent, runStatusEvent } from '../events/event-types';
+import { EventsService } from '../events/events.service';
 import { randomBytes } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { Principal } from '../../common/auth/principal';
@@ -45,10 +47,13 @@ export class RunCommandsService implements OnModuleInit {
     private readonly idempotency: IdempotencyService,
     private readonly billing: BillingService,
     private readonly budget: BudgetService,
+    private readonly events: EventsService,
   ) {}
 
   onModuleInit(): void {
-    this.budget.onBudgetExceeded((projectId, limit) => this.stopActiveRuns(projectId, 'budget_exceeded', limit));
+    this.budget.onBudgetExceeded((projectId, limit) =>
+      this.stopActiveRuns(projectId, 'budget_exceeded', limit, [budgetExceededEvent(projectId)]),
+    );
   }
 
   /**
@@ -99,6 +104,7 @@ export class RunCommandsService implements OnModuleInit {
           create: async () => {
             await this.access.assertQueueRoom(m, access, total);
             const run = await this.insertRun(m, access, principal, body);
+            await this.events.record(m, [runStatusEvent(access.projectId, run.id, run.status, null)]);
             const { ids, ancestors } = await this.groups.createTree(
               m,
               run.id,
@@ -187,7 +193,9 @@ export class RunCommandsService implements OnModuleInit {
   async stop(principal: Principal, projectName: string, runId: string, abort: boolean): Promise<RunView> {
     const { run } = await this.access.requireRun(principal, projectName, runId);
     await this.tx.run(async (m) => {
-      await this.groups.stopRoot(m, run.id, principal.name, abort ? 'aborted_by_user' : 'stopped_by_user');
+      const reason = abort ? 'aborted_by_user' : 'stopped_by_user';
+      const stop = await this.groups.stopRoot(m, run.id, principal.name, reason);
+      if (stop?.created) await this.events.record(m, [groupCancelledEvent(run.projectId, run.id, stop.cancellation)]);
       await this.status.refreshStatus(m, run.id);
     });
     return this.views.get(principal, projectName, runId, { job_submissions_limit: 10 });
@@ -210,14 +218,27 @@ export class RunCommandsService implements OnModuleInit {
     });
   }
 
-  /** Stops every active run of a project on the system's behalf (e.g. `budget_exceeded`); returns how many. */
-  async stopActiveRuns(projectId: string, reason: string, limit: number): Promise<number> {
+  /**
+   * Stops every active run of a project on the system's behalf (e.g. `budget_exceeded`); returns how many. Each stop
+   * records its `group.cancelled`; `firstStopEvents` (e.g. `project.budget_exceeded`) go with the first stop made.
+   */
+  async stopActiveRuns(
+    projectId: string,
+    reason: string,
+    limit: number,
+    firstStopEvents: NewEvent[] = [],
+  ): Promise<number> {
     const ids = await this.runs.activeRunIds(projectId, limit);
+    let pending = firstStopEvents;
     for (const id of ids) {
-      await this.tx.run(async (m) => {
-        await this.groups.stopRoot(m, id, 'system', reason);
+      const created = await this.tx.run(async (m) => {
+        const stop = await this.groups.stopRoot(m, id, 'system', reason);
+        if (stop?.created)
+          await this.events.record(m, [groupCancelledEvent(projectId, id, stop.cancellation), ...pending]);
         await this.status.refreshStatus(m, id);
+        return stop?.created ?? false;
       });
+      if (created) pending = [];
     }
     return ids.length;
   }

@@ -1,4 +1,7 @@
 import { Injectable } from '@nestjs/common';
+import { runStatusEvent } from '../events/event-types';
+import { EventsService } from '../events/events.service';
+import { RunAccessService } from './run-access.service';
 import { EntityManager } from 'typeorm';
 import { ActiveDelta, JobGroupsService, RootChange, RootState } from '../job-groups/job-groups.service';
 import { DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES } from './dto/run-status';
@@ -13,6 +16,8 @@ export class RunStatusService {
   constructor(
     private readonly runs: RunsRepository,
     private readonly groups: JobGroupsService,
+    private readonly access: RunAccessService,
+    private readonly events: EventsService,
   ) {}
 
   /**
@@ -25,16 +30,27 @@ export class RunStatusService {
    */
   async refreshStatus(m: EntityManager, runId: string, change?: RootChange): Promise<void> {
     if (change) {
+      const before = derive(change.before);
       const after = derive(change.after);
-      if (!sameStatus(derive(change.before), after))
+      if (!sameStatus(before, after)) {
         await this.runs.setStatus(m, runId, after, FINISHED_RUN_STATUSES.includes(after.status));
+        if (after.status !== before.status) await this.recordStatus(m, runId, after);
+      }
       return;
     }
     const run = await this.runs.lockRun(m, runId);
     if (!run) throw new Error(`run ${runId} vanished`);
     const derived = derive(await this.groups.rootState(m, runId));
-    if (!sameStatus(derived, run))
+    if (!sameStatus(derived, run)) {
       await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
+      if (derived.status !== run.status) await this.recordStatus(m, runId, derived, run.projectId);
+    }
+  }
+
+  /** A `run.status` event for a run's new status (a change of status_message alone is not one). */
+  private async recordStatus(m: EntityManager, runId: string, s: DerivedRunStatus, projectId?: string): Promise<void> {
+    const project = projectId ?? (await this.access.projectOf(m, runId));
+    await this.events.record(m, [runStatusEvent(project, runId, s.status, s.terminationReason)]);
   }
 
   /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and re-derives its status. */

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { BillingModule } from '../billing/billing.module';
+import { EventsModule } from '../events/events.module';
 import { JobGroupsModule } from '../job-groups/job-groups.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { ProjectsModule } from '../projects/projects.module';
@@ -19,7 +20,15 @@ import { RunsRepository } from './runs.repository';
  * last three are what other modules use, and RunCommandsService's hooks (what goes with a deleted run).
  */
 @Module({
-  imports: [TypeOrmModule.forFeature([Run]), ProjectsModule, UsersModule, JobGroupsModule, JobsModule, BillingModule],
+  imports: [
+    TypeOrmModule.forFeature([Run]),
+    ProjectsModule,
+    UsersModule,
+    JobGroupsModule,
+    JobsModule,
+    BillingModule,
+    EventsModule,
+  ],
   controllers: [RunsController],
   providers: [RunsRepository, RunAccessService, RunCommandsService, RunStatusService, RunViewsService],
   exports: [RunAccessService, RunCommandsService, RunStatusService, RunViewsService],

@@ -66,6 +66,17 @@ export class RunsRepository {
     return row;
   }
 
+  /** The projects of runs (the events they record name it). */
+  async projectsOf(m: EntityManager, runIds: string[]): Promise<Map<string, string>> {
+    const rows = await preparedQuery<{ id: string; projectId: string }>(
+      m,
+      'runs_projects_of',
+      `SELECT id, project_id AS "projectId" FROM runs WHERE id = ANY($1::uuid[])`,
+      [runIds],
+    );
+    return new Map(rows.map((r) => [r.id, r.projectId]));
+  }
+
   /** The run's retry policy (fixed at submission), read on each failed attempt. */
   async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
     const [row] = await preparedQuery<{ retry: RetryPolicy | null }>(
@@ -148,6 +159,12 @@ export class RunsRepository {
    */
   async lockProjectQueue(m: EntityManager, projectId: string): Promise<void> {
     await m.query(`SELECT pg_advisory_xact_lock($1, hashtext($2))`, [0x72707175, projectId]);
+  }
+
+  /** When the oldest run that has not finished was submitted (null when every run has finished). */
+  async oldestUnfinishedSubmittedAt(): Promise<Date | null> {
+    const [row] = await this.dataSource.query(`SELECT min(submitted_at) AS at FROM runs WHERE finished_at IS NULL`);
+    return row.at === null ? null : new Date(row.at);
   }
 
   async unfinishedRunIds(m: EntityManager, projectId: string): Promise<string[]> {

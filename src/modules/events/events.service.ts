@@ -1,0 +1,71 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { Env } from '../../config/env';
+import { laterOf, Position } from './event-cursor';
+import type { NewEvent } from './event-types';
+import { EventFilter, EventsRepository, StoredEvent } from './events.repository';
+import { required } from '../../common/required';
+
+export type { EventFilter, StoredEvent };
+
+/** A batch of the feed and where the next one starts. */
+export interface EventBatch {
+  events: StoredEvent[];
+  /**
+   * The position after this batch: the last event's when the batch is full; else, every matching event below the
+   * horizon having been returned, the horizon itself (xmin, 0), so a reader moves on even when nothing matched.
+   */
+  next: Position;
+  /** The batch holds `limit` events: more may follow at once. */
+  full: boolean;
+  /** Committed events wait behind an older transaction (see EventsRepository.read): look again soon. */
+  heldBack: boolean;
+}
+
+/**
+ * The event feed's core: writes (in the caller's transaction), keyset reads, retention. Depends on no other domain
+ * module, so every module that changes a status can record its events; the routes and the following live in
+ * EventsFeedModule.
+ */
+@Injectable()
+export class EventsService {
+  constructor(
+    private readonly events: EventsRepository,
+    private readonly env: Env,
+  ) {}
+
+  /**
+   * Records events in the caller's transaction (`m` must be a transaction's EntityManager): one INSERT for any
+   * number of them, which also notifies followers on every instance when the transaction commits.
+   */
+  async record(m: EntityManager, events: readonly NewEvent[]): Promise<void> {
+    if (events.length > 0) await this.events.insert(m, events);
+  }
+
+  /** Up to `limit` events after `after` (see EventsRepository.read for why this never skips nor repeats). */
+  async read(filter: EventFilter, after: Position, limit: number): Promise<EventBatch> {
+    const r = await this.events.read(filter, after, limit);
+    const full = r.events.length >= limit;
+    const last = r.events.length > 0 ? r.events[r.events.length - 1] : undefined;
+    const next = full
+      ? { txId: required(last, 'the last event').txId, seq: required(last, 'the last event').seq }
+      : laterOf(after, last ? { txId: last.txId, seq: last.seq } : after, { txId: r.horizon, seq: '0' });
+    return { events: r.events, next, full, heldBack: r.heldBack };
+  }
+
+  /** The position "now": before every event not yet readable, after every event that is. */
+  async now(): Promise<Position> {
+    return { txId: await this.events.horizon(), seq: '0' };
+  }
+
+  /**
+   * One bounded retention pass: removes up to `limit` events older than RUNPLANE_EVENTS_RETENTION_HOURS and older
+   * than `activeSince` (the submission of the oldest unfinished run, whose first event is its `submitted`; null when
+   * every run has finished). EventsRetentionService supplies that time (this module does not read runs).
+   */
+  purge(limit: number, activeSince: Date | null): Promise<number> {
+    // A run's submitted_at is rounded to the millisecond and its first event's `at` is not: 1 ms of margin.
+    const floor = activeSince === null ? null : new Date(activeSince.getTime() - 1);
+    return this.events.purge(this.env.RUNPLANE_EVENTS_RETENTION_HOURS, floor, limit);
+  }
+}
