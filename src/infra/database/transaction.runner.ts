@@ -4,6 +4,7 @@ import { DataSource, EntityManager, QueryFailedError } from 'typeorm';
 import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
 import { isRetryableConnectionLoss, markRetried } from '../../common/errors/database-unavailable';
 import { MetricsService } from '../metrics/metrics.service';
+import { takeAfterCommit } from './after-commit';
 
 /** SQLSTATEs after which the whole transaction can simply run again. */
 const TRANSIENT = new Set(['40001', '40P01']);
@@ -33,16 +34,21 @@ export class TransactionRunner {
     let connectionRetries = 0;
     for (let attempt = 1; ; attempt++) {
       let workReturned = false;
+      let manager: EntityManager | undefined;
       const tracked = async (m: EntityManager) => {
+        manager = m;
         const result = await work(m);
         workReturned = true;
         return result;
       };
       try {
-        return await (isolation
+        const result = await (isolation
           ? this.dataSource.transaction(isolation, tracked)
           : this.dataSource.transaction(tracked));
+        if (manager) for (const hook of takeAfterCommit(manager)) hook();
+        return result;
       } catch (err) {
+        if (manager) takeAfterCommit(manager);
         const code = err instanceof QueryFailedError ? (err.driverError as { code?: string }).code : undefined;
         if (code && TRANSIENT.has(code) && attempt < MAX_ATTEMPTS) {
           this.metrics.transactionRetries.inc({ sqlstate: code });

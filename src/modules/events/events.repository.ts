@@ -50,9 +50,9 @@ export class EventsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   /**
-   * Appends events in the caller's transaction: one statement for any number of them (arrays through unnest), which
-   * also queues one notification on EVENTS_CHANNEL naming their projects; PostgreSQL delivers it at commit (never
-   * for a rollback), and folds repeats of the same payload within a transaction into one.
+   * Appends events in the caller's transaction: one statement for any number of them (arrays through unnest). It
+   * notifies nobody: a NOTIFY in the writing transaction would take PostgreSQL's notification-queue lock through
+   * that transaction's commit and flush, serialising every commit that writes events (see `notify`).
    *
    * tx_id, the feed's first key (see read), is the transaction's id, raised to the newest transaction id already
    * ended when this statement began (its snapshot's xmax − 1) when that is larger:
@@ -75,18 +75,11 @@ export class EventsRepository {
       `WITH key AS (
          SELECT GREATEST(pg_current_xact_id(), (pg_snapshot_xmax(pg_current_snapshot())::text::int8 - 1)::text::xid8)
                 AS tx_id
-       ),
-       inserted AS (
-         INSERT INTO events (tx_id, type, project_id, run_id, job_group_id, job_id, submission_num, status, reason,
-                             actor)
-         SELECT key.tx_id, e.*
-           FROM key, unnest($1::varchar[], $2::uuid[], $3::uuid[], $4::int[], $5::uuid[], $6::int[], $7::varchar[],
-                            $8::varchar[], $9::varchar[]) AS e
-      RETURNING project_id
        )
-       SELECT pg_notify($10, CASE WHEN count(DISTINCT project_id) > $11 THEN ''
-                                  ELSE coalesce(string_agg(DISTINCT project_id::text, ','), '') END)
-         FROM inserted`,
+       INSERT INTO events (tx_id, type, project_id, run_id, job_group_id, job_id, submission_num, status, reason, actor)
+       SELECT key.tx_id, e.*
+         FROM key, unnest($1::varchar[], $2::uuid[], $3::uuid[], $4::int[], $5::uuid[], $6::int[], $7::varchar[],
+                          $8::varchar[], $9::varchar[]) AS e`,
       [
         events.map((e) => e.type),
         events.map((e) => e.projectId),
@@ -97,10 +90,17 @@ export class EventsRepository {
         events.map((e) => e.status ?? null),
         events.map((e) => e.reason ?? null),
         events.map((e) => e.by ?? null),
-        EVENTS_CHANNEL,
-        MAX_NOTIFIED_PROJECTS,
       ],
     );
+  }
+
+  /**
+   * Wakes the followers of `projectIds` on every instance (one notification on EVENTS_CHANNEL; '' = any), in its own
+   * short transaction after the writers committed: the notification-queue lock is held only by this statement.
+   */
+  async notify(projectIds: readonly string[]): Promise<void> {
+    const payload = projectIds.length > MAX_NOTIFIED_PROJECTS ? '' : projectIds.join(',');
+    await this.dataSource.query('SELECT pg_notify($1, $2)', [EVENTS_CHANNEL, payload]);
   }
 
   /**

@@ -1,4 +1,8 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
+import { afterCommit } from '../../infra/database/after-commit';
+
+/** Commits within this window share one NOTIFY. */
+const NOTIFY_EVERY_MS = 5;
 import { EntityManager } from 'typeorm';
 import { Env } from '../../config/env';
 import { laterOf, Position } from './event-cursor';
@@ -29,17 +33,45 @@ export interface EventBatch {
  */
 @Injectable()
 export class EventsService {
+  private readonly logger = new Logger(EventsService.name);
+  /** On the embedded database no LISTEN hears a notification: its followers poll. */
+  private readonly notifies: boolean;
+  private readonly toNotify = new Set<string>();
+  private notifyTimer?: NodeJS.Timeout;
+
   constructor(
     private readonly events: EventsRepository,
     private readonly env: Env,
-  ) {}
+  ) {
+    this.notifies = !!env.DATABASE_URL && !env.DATABASE_EMBEDDED;
+  }
 
   /**
    * Records events in the caller's transaction (`m` must be a transaction's EntityManager): one INSERT for any
-   * number of them, which also notifies followers on every instance when the transaction commits.
+   * number of them; followers on every instance are woken after the transaction commits.
    */
   async record(m: EntityManager, events: readonly NewEvent[]): Promise<void> {
-    if (events.length > 0) await this.events.insert(m, events);
+    if (events.length === 0) return;
+    await this.events.insert(m, events);
+    if (!this.notifies) return;
+    const projects = new Set(events.map((e) => e.projectId));
+    afterCommit(m, () => this.wake(projects));
+  }
+
+  /**
+   * After commits, followers on every instance are woken by one NOTIFY naming the projects written, sent at most once
+   * per NOTIFY_EVERY_MS for all the commits since the last one (a follower also re-reads every second anyway).
+   */
+  private wake(projects: ReadonlySet<string>): void {
+    for (const p of projects) this.toNotify.add(p);
+    if (this.notifyTimer) return;
+    this.notifyTimer = setTimeout(() => {
+      const batch = [...this.toNotify];
+      this.toNotify.clear();
+      this.notifyTimer = undefined;
+      this.events.notify(batch).catch((err: unknown) => this.logger.warn({ err }, 'event notification failed'));
+    }, NOTIFY_EVERY_MS);
+    this.notifyTimer.unref();
   }
 
   /** Up to `limit` events after `after` (see EventsRepository.read for why this never skips nor repeats). */
