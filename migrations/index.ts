@@ -10,6 +10,7 @@ import { AddClaimedByUserIdToJobSubmissions1765324800000 } from './1765324800000
 import { StoreIdempotencyResourceReferences1765497600000 } from './1765497600000-StoreIdempotencyResourceReferences';
 import { AddUnfinishedRunsIndex1765497600001 } from './1765497600001-AddUnfinishedRunsIndex';
 import { AddDeadlineAtToJobSubmissions1765670400000 } from './1765670400000-AddDeadlineAtToJobSubmissions';
+import { AddNeedsContainerToJobSubmissions1766102400000 } from './1766102400000-AddNeedsContainerToJobSubmissions';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -25,4 +26,5 @@ export const MIGRATIONS = [
   StoreIdempotencyResourceReferences1765497600000,
   AddUnfinishedRunsIndex1765497600001,
   AddDeadlineAtToJobSubmissions1765670400000,
+  AddNeedsContainerToJobSubmissions1766102400000,
 ];

@@ -291,7 +291,16 @@ function validRequests(f: Fixtures): Record<string, Valid> {
       as(f.admin, { body: { name: 'fuzz_rate', rate_usd_per_unit_hour: 0.5, unit: 'hour' } }),
     // Claims one queued submission (of the fixtures' runs), so a claimed submission's shape is checked too.
     'POST /internal/v1/submissions/claim': () =>
-      as(f.service, { body: { worker_id: f.workerId, capacity: { cpu: 4, memory_mib: 8192, gpu: 0 }, limit: 1 } }),
+      as(f.service, {
+        body: {
+          worker_id: f.workerId,
+          capacity: { cpu: 4, memory_mib: 8192, gpu: 0 },
+          limit: 1,
+          capabilities: { container_runtime: 'docker' },
+        },
+      }),
+    'POST /internal/v1/workers/{worker_id}/heartbeat': () =>
+      as(f.service, { params: { worker_id: f.workerId }, body: { submissions: [f.submissionId] } }),
     'POST /internal/v1/submissions/{id}/running': () =>
       as(f.service, { params: sub, body: { worker_id: f.workerId, provisioning_data: { host: 'h' } } }),
     'POST /internal/v1/submissions/{id}/heartbeat': () =>
@@ -299,7 +308,13 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     'POST /internal/v1/submissions/{id}/complete': () =>
       as(f.service, {
         params: sub,
-        body: { worker_id: f.workerId, status: 'done', termination_reason: 'done_by_runner', exit_status: 0 },
+        body: {
+          worker_id: f.workerId,
+          status: 'done',
+          termination_reason: 'done_by_runner',
+          exit_status: 0,
+          runtime_data: { exit_status: 0, wall_s: 1.5, cpu_s: 0.2, peak_memory_mib: 12 },
+        },
       }),
     'GET /api/v1/projects/{project}/billing': () =>
       as(f.owner, { params: { project: f.project }, query: { from: today, to: today, group_by: 'user,day,resource' } }),
