@@ -11,6 +11,8 @@ export const CLOCK_TICKS_PER_SECOND = 100;
 
 export interface ProcStat {
   pid: number;
+  /** R, S, D, Z (a zombie: dead, not yet reaped), … */
+  state: string;
   ppid: number;
   pgrp: number;
   session: number;
@@ -34,7 +36,7 @@ export function parseStat(text: string): ProcStat | null {
     .trim()
     .split(' ');
   const at = (n: number) => Number(f[n - 3]);
-  const stat = {
+  const numbers = {
     pid,
     ppid: at(4),
     pgrp: at(5),
@@ -43,7 +45,7 @@ export function parseStat(text: string): ProcStat | null {
     startTicks: at(22),
     rssPages: at(24),
   };
-  return Object.values(stat).every((v) => Number.isFinite(v)) ? stat : null;
+  return Object.values(numbers).every((v) => Number.isFinite(v)) ? { ...numbers, state: f[0] } : null;
 }
 
 /** One buffer for every read of a stat file (they are a few hundred bytes). */
@@ -117,4 +119,24 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
   }
 }
 
-export const groupAlive = (pgid: number): boolean => signalGroup(pgid, 0);
+/**
+ * Whether a process of group `pgid` is still running. Zombies don't count: dead processes whose parent has not reaped
+ * them yet (a job's orphans are reparented to PID 1, which in some containers never reaps them).
+ */
+export function groupAlive(pgid: number): boolean {
+  if (!signalGroup(pgid, 0)) return false;
+  if (process.platform !== 'linux') return true;
+  return listProcesses().some((p) => p.pgrp === pgid && p.state !== 'Z');
+}
+
+/** Whether a process exists and is not a zombie (dead, waiting to be reaped by its parent). */
+export function running(pid: number): boolean {
+  const stat = readStat(pid);
+  if (stat) return stat.state !== 'Z';
+  try {
+    process.kill(pid, 0);
+    return process.platform !== 'linux'; // no /proc entry on Linux: gone
+  } catch {
+    return false;
+  }
+}
