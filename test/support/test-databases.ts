@@ -70,6 +70,9 @@ export const OWN_DATABASES = [
   'outage',
   'maxdur',
   'openapi',
+  'executor',
+  'recovery',
+  'serveworker',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 

@@ -2,28 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Execution, type ExecutionSpec } from '../../src/worker/executor';
-import type { LogSink, OutputStream } from '../../src/worker/log-sink';
 import { MemoryEnforcer, offJob } from '../../src/worker/memory';
 import { groupAlive, running as alive } from '../../src/worker/proc';
-
-/** A sink that keeps what it is given, per stream; its quota flag flips past `quota` bytes if one is set. */
-class CapturingSink implements LogSink {
-  readonly chunks: { stream: OutputStream; data: Buffer }[] = [];
-  closed = false;
-  constructor(private readonly quota = Infinity) {}
-  get quotaExceeded(): boolean {
-    return this.chunks.reduce((n, c) => n + c.data.length, 0) > this.quota;
-  }
-  write(stream: OutputStream, chunk: Buffer): void {
-    this.chunks.push({ stream, data: Buffer.from(chunk) });
-  }
-  async close(): Promise<void> {
-    this.closed = true;
-  }
-  text(stream: OutputStream): string {
-    return Buffer.concat(this.chunks.filter((c) => c.stream === stream).map((c) => c.data)).toString('utf8');
-  }
-}
+import { CapturingSink } from '../support/runplane-worker';
 
 /** The executor on real processes: bash, process groups, signals, /proc. Linux only (as the worker's limits are). */
 const linux = process.platform === 'linux' ? describe : describe.skip;
