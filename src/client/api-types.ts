@@ -4178,6 +4178,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error403"];
                 };
             };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
             /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
             408: {
                 headers: {

@@ -38,7 +38,8 @@ export class WorkerHeartbeatsController {
     schema: { type: 'string', pattern: WORKER_ID.source },
   })
   @ApiOkResponse({ type: HeartbeatBatchView })
-  @ApiErrors(400, 413)
+  // 404: a path that is not text (NUL, a lone surrogate) names no resource, as on every route.
+  @ApiErrors(400, 404, 413)
   heartbeat(
     @CurrentPrincipal() principal: Principal,
     @Param('worker_id', new WorkerIdPipe()) workerId: string,
