@@ -73,7 +73,9 @@ export class Worker {
   private readonly stateDir: string;
   private readonly state: WorkerState;
   private lock: DataDirLock | null = null;
+  /** No more claims (stopping, or the token was refused). */
   private stopping = false;
+  private stopped: Promise<void> | null = null;
   private stopDeadline = Infinity;
   private wakeClaims: () => void = () => undefined;
   private wakeHeartbeats: () => void = () => undefined;
@@ -114,8 +116,12 @@ export class Worker {
    * Stops claiming, stops every job (SIGTERM, SIGKILL after the grace period) and reports each as interrupted
    * (`failed`/`interrupted_by_no_capacity`, retried under the run's policy), then releases the lock.
    */
-  async stop(): Promise<void> {
-    if (this.stopping) return;
+  stop(): Promise<void> {
+    this.stopped ??= this.stopAll();
+    return this.stopped;
+  }
+
+  private async stopAll(): Promise<void> {
     this.stopping = true;
     this.stopDeadline = Date.now() + this.options.stopGraceS * 1000 + SHUTDOWN_REPORT_MS;
     this.wakeClaims();
@@ -156,7 +162,10 @@ export class Worker {
       let claimed = 0;
       if (free.cpu > 0 && free.memory_mib > 0) {
         try {
-          const got = await this.api.claim(free, 100, this.options.containerRuntime);
+          // As many as could fit if each took a whole CPU: the server packs by requests (smaller ones leave room,
+          // and the next claim comes at once); never hundreds of candidate rows locked for a few slots.
+          const limit = Math.min(100, Math.max(1, Math.ceil(free.cpu)));
+          const got = await this.api.claim(free, limit, this.options.containerRuntime);
           claimed = got.length;
           for (const s of got) this.launch(s);
           this.lastClaimError = '';
