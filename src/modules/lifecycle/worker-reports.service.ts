@@ -227,8 +227,12 @@ export class WorkerReportsService {
         this.env.RUNPLANE_LEASE_SECONDS,
       );
       const cancellations = await this.groups.effectiveCancellations([...new Set(held.map((s) => s.runId))], m);
-      // Billing rows after the submissions (the lock order), in the submissions' id order.
-      for (const s of held) await this.billing.accrue(m, s.id);
+      // Billing rows after the submissions (the lock order), run by run: concurrent batches take them in one order.
+      const byRun = [...held].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : a.id < b.id ? -1 : 1));
+      await this.billing.accrueMany(
+        m,
+        byRun.map((s) => s.id),
+      );
       return new Map(
         held.map((s): [string, HeartbeatItem] => {
           const cancellation = cancellations.get(s.runId)?.get(s.jobGroupId);
