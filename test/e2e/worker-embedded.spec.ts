@@ -36,7 +36,8 @@ linux('the embedded worker of runplane serve', () => {
       headers: { Authorization: `Bearer ${ADMIN_TOKEN}`, 'Content-Type': 'application/json' },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
-    return { status: res.status, body: (await res.json()) as Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies read field by field in the test
+    return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
   const sql = async <T>(text: string, params: unknown[] = []): Promise<T[]> => {
     const c = new Client({ connectionString: databaseUrl });
@@ -97,7 +98,7 @@ linux('the embedded worker of runplane serve', () => {
     }
   }, 90_000);
 
-  it('renews its own token at each start (one live token), and RUNPLANE_EMBEDDED_WORKER=false turns it off', async () => {
+  it('renews its token at each start (one live token); RUNPLANE_EMBEDDED_WORKER=false turns it off', async () => {
     const again = await startServer(env());
     try {
       await waitFor('the embedded worker', async () => again.output().includes('embedded worker'));

@@ -1,4 +1,5 @@
 import { rmSync } from 'node:fs';
+import { required } from '../../src/common/required';
 import { groupAlive, running } from '../../src/worker/proc';
 import type { Worker } from '../../src/worker/worker';
 import { makeProject, makeRun, RunBody } from '../support/factories';
@@ -15,6 +16,13 @@ interface Submission {
   provisioning_data: Record<string, unknown> | null;
   runtime_data: Record<string, unknown> | null;
 }
+/** The job's process group (its leader's pid), as the worker reported it. */
+const pidOf = (s: Submission): number => {
+  const pid = Number(s.provisioning_data?.pid);
+  if (!Number.isInteger(pid) || pid <= 0) throw new Error(`submission ${s.id} has no pid yet (${s.status})`);
+  return pid;
+};
+
 interface Job {
   id: string;
   job_num: number;
@@ -94,7 +102,8 @@ linux('the runplane worker runs jobs as processes', () => {
           spec: spec(
             [
               'echo "RUN=$RUNPLANE_RUN_ID NAME=$RUNPLANE_RUN_NAME JOB=$RUNPLANE_JOB_ID"',
-              'echo "NUM=$RUNPLANE_JOB_NUM REPLICA=$RUNPLANE_REPLICA_NUM SUB=$RUNPLANE_SUBMISSION_NUM GROUP=$RUNPLANE_JOB_GROUP_ID"',
+              'echo "NUM=$RUNPLANE_JOB_NUM REPLICA=$RUNPLANE_REPLICA_NUM"',
+              'echo "SUB=$RUNPLANE_SUBMISSION_NUM GROUP=$RUNPLANE_JOB_GROUP_ID"',
               'echo "FOO=$FOO TOKEN=${RUNPLANE_TOKEN-none}"',
             ],
             { env: { FOO: 'bar baz' } },
@@ -106,16 +115,17 @@ linux('the runplane worker runs jobs as processes', () => {
     for (const job of done.jobs as Job[]) {
       const [s] = job.job_submissions;
       expect(s).toMatchObject({ status: 'done', termination_reason: 'done_by_runner', exit_status: 0 });
-      expect(capture.of(s.id)!.text('stdout')).toBe(
+      expect(capture.output(s.id)).toBe(
         `RUN=${run.id} NAME=env-check JOB=${job.id}\n` +
-          `NUM=${job.job_num} REPLICA=${job.replica_num} SUB=0 GROUP=${job.job_group_id}\n` +
+          `NUM=${job.job_num} REPLICA=${job.replica_num}\n` +
+          `SUB=0 GROUP=${job.job_group_id}\n` +
           'FOO=bar baz TOKEN=none\n',
       );
       expect(s.provisioning_data).toMatchObject({ worker_id: 'w-env', executor: 'process', memory_enforcement: 'rss' });
-      expect(typeof s.provisioning_data!.hostname).toBe('string');
-      expect(s.provisioning_data!.pid).toEqual(expect.any(Number));
+      expect(typeof s.provisioning_data?.hostname).toBe('string');
+      expect(s.provisioning_data?.pid).toEqual(expect.any(Number));
       expect(s.runtime_data).toMatchObject({ exit_status: 0, memory_limit_mib: 256 });
-      for (const k of ['wall_s', 'cpu_s']) expect(s.runtime_data![k]).toEqual(expect.any(Number));
+      for (const k of ['wall_s', 'cpu_s']) expect(s.runtime_data?.[k]).toEqual(expect.any(Number));
     }
     expect(new Set((done.jobs as Job[]).map((j) => j.replica_num))).toEqual(new Set([0, 1]));
     expect(done.cost.total_usd).toBeGreaterThan(0);
@@ -137,26 +147,28 @@ linux('the runplane worker runs jobs as processes', () => {
       [2, 'failed', 'container_exited_with_error', 3],
     ]);
     for (const s of job.job_submissions) {
-      expect(['w-fail-a', 'w-fail-b']).toContain(s.provisioning_data!.worker_id);
+      expect(['w-fail-a', 'w-fail-b']).toContain(s.provisioning_data?.worker_id);
       expect(s.runtime_data).toMatchObject({ exit_status: 3 });
-      expect(capture.of(s.id)!.text('stdout')).toBe(`attempt ${s.submission_num}\n`);
+      expect(capture.output(s.id)).toBe(`attempt ${s.submission_num}\n`);
     }
   });
 
-  it('a cancelled group reaches the process: SIGTERM to its group, reported terminated/job_group_cancelled', async () => {
+  it('a cancelled group reaches the process: SIGTERM to its group, reported job_group_cancelled', async () => {
     await worker('w-cancel');
     const run = await submit({
       job_groups: [{ ref: 'g' }],
       jobs: [{ spec: spec(['echo root']) }, { group_ref: 'g', spec: spec(['sleep 600 & echo "sleep=$!"; wait']) }],
     });
-    const started = await until(run.id, (r) => r.jobs.some((j) => j.status === 'running'));
-    const job = (started.jobs as Job[]).find((j) => j.job_group_id !== 0)!;
-    const s = job.job_submissions[0];
-    const pgid = s.provisioning_data!.pid as number;
-    const sleeper = await waitFor(
-      'the sleep pid',
-      async () => /sleep=(\d+)/.exec(capture.of(s.id)?.text('stdout') ?? '')?.[1],
+    const started = await until(run.id, (r) =>
+      r.jobs.some((j) => j.job_group_id !== 0 && j.job_submissions[0].status === 'running'),
     );
+    const job = required(
+      (started.jobs as Job[]).find((j) => j.job_group_id !== 0),
+      'the job in the group',
+    );
+    const s = job.job_submissions[0];
+    const pgid = pidOf(s);
+    const sleeper = await waitFor('the sleep pid', async () => /sleep=(\d+)/.exec(capture.output(s.id))?.[1]);
     expect(running(Number(sleeper))).toBe(true);
 
     const t0 = Date.now();
@@ -168,8 +180,14 @@ linux('the runplane worker runs jobs as processes', () => {
     await waitFor('the process group to be gone', async () => !groupAlive(pgid), 10_000);
     expect(Date.now() - t0).toBeLessThan(5000);
     expect(running(Number(sleeper))).toBe(false);
-    const after = await until(run.id, (r) => r.jobs.every((j) => ['done', 'terminated'].includes(j.status)));
-    const cancelled = (after.jobs as Job[]).find((j) => j.id === job.id)!;
+    // The job shows terminated as soon as its group is cancelled; its submission once the worker reported.
+    const after = await until(run.id, (r) =>
+      r.jobs.every((j) => j.job_submissions[0].status === (j.id === job.id ? 'terminated' : 'done')),
+    );
+    const cancelled = required(
+      (after.jobs as Job[]).find((j) => j.id === job.id),
+      'the cancelled job',
+    );
     expect(cancelled.job_submissions[0]).toMatchObject({
       status: 'terminated',
       termination_reason: 'job_group_cancelled',
@@ -182,7 +200,7 @@ linux('the runplane worker runs jobs as processes', () => {
     await worker('w-abort');
     const run = await submit({ jobs: [{ spec: spec(['sleep 600']) }] });
     const started = await until(run.id, 'running');
-    const pgid = (started.jobs as Job[])[0].job_submissions[0].provisioning_data!.pid as number;
+    const pgid = pidOf((started.jobs as Job[])[0].job_submissions[0]);
     await t.http
       .post(`${runUrl(run.id)}/stop`)
       .set(owner.auth)
@@ -204,7 +222,7 @@ linux('the runplane worker runs jobs as processes', () => {
     expect(job.submission_count).toBe(1);
     expect(job.job_submissions[0]).toMatchObject({ status: 'terminated', termination_reason: 'max_duration_exceeded' });
     expect(job.job_submissions[0].runtime_data).toMatchObject({ stopped_by: 'max_duration' });
-    expect(groupAlive(job.job_submissions[0].provisioning_data!.pid as number)).toBe(false);
+    expect(groupAlive(pidOf(job.job_submissions[0]))).toBe(false);
   });
 
   it('a job that forks a daemon and exits is done, and the daemon is killed with its group', async () => {
@@ -212,9 +230,9 @@ linux('the runplane worker runs jobs as processes', () => {
     const run = await submit({ jobs: [{ spec: spec(['sleep 300 & echo "daemon=$!"', 'echo main done']) }] });
     const done = await until(run.id, 'done');
     const s = (done.jobs as Job[])[0].job_submissions[0];
-    const daemon = Number(/daemon=(\d+)/.exec(capture.of(s.id)!.text('stdout'))![1]);
+    const daemon = Number(/daemon=(\d+)/.exec(capture.output(s.id))?.[1]);
     expect(running(daemon)).toBe(false);
-    expect(groupAlive(s.provisioning_data!.pid as number)).toBe(false);
+    expect(groupAlive(pidOf(s))).toBe(false);
   });
 
   it('never claims a job that asks for an image without a container runtime', async () => {
@@ -244,7 +262,7 @@ linux('the runplane worker runs jobs as processes', () => {
       jobs: [{ spec: spec(['if [ "$RUNPLANE_SUBMISSION_NUM" = 0 ]; then sleep 600; fi']) }],
     });
     const started = await until(run.id, 'running');
-    const pgid = (started.jobs as Job[])[0].job_submissions[0].provisioning_data!.pid as number;
+    const pgid = pidOf((started.jobs as Job[])[0].job_submissions[0]);
     await w.stop();
     workers.splice(workers.indexOf(w), 1);
     expect(groupAlive(pgid)).toBe(false);
@@ -256,6 +274,6 @@ linux('the runplane worker runs jobs as processes', () => {
     expect(job.submission_count).toBe(2);
     await worker('w-after-stop');
     const done = await until(run.id, 'done');
-    expect((done.jobs as Job[])[0].job_submissions[1].provisioning_data!.worker_id).toBe('w-after-stop');
+    expect((done.jobs as Job[])[0].job_submissions[1].provisioning_data?.worker_id).toBe('w-after-stop');
   });
 });

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { required } from '../../src/common/required';
 import { DONE, ReferenceWorker } from '../../bench/reference-worker';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
@@ -79,12 +80,15 @@ describe('worker API: batched heartbeats, container capability, run names, runti
       if (!i.held) expect(i.lease_expires_at).toBeNull();
     }
     const after = await leaseRows([a.id, b.id, foreign.id, sibling.id]);
+    const at = (rows: typeof before, id: string, what: 'lease' | 'rolled') =>
+      required(rows.get(id)?.[what], `${what} of ${id}`).getTime();
     for (const id of [a.id, b.id]) {
-      expect(after.get(id)!.lease!.getTime()).toBeGreaterThan(before.get(id)!.lease!.getTime() + 1000);
-      expect(after.get(id)!.rolled!.getTime()).toBeGreaterThan(before.get(id)!.rolled!.getTime() + 1000);
-      expect(items.find((i) => i.submission_id === id)!.lease_expires_at).toBe(after.get(id)!.lease!.toISOString());
+      expect(at(after, id, 'lease')).toBeGreaterThan(at(before, id, 'lease') + 1000);
+      expect(at(after, id, 'rolled')).toBeGreaterThan(at(before, id, 'rolled') + 1000);
+      const answer = items.find((i) => i.submission_id === id);
+      expect(answer?.lease_expires_at).toBe(new Date(at(after, id, 'lease')).toISOString());
     }
-    for (const id of [foreign.id, sibling.id]) expect(after.get(id)!.lease).toEqual(before.get(id)!.lease);
+    for (const id of [foreign.id, sibling.id]) expect(after.get(id)?.lease).toEqual(before.get(id)?.lease);
 
     for (const s of [a, b]) expect((await w.complete(s.id, DONE)).status).toBe(200);
     expect((await batch(service, 'w-batch', [a.id]).expect(200)).body.submissions[0].held).toBe(false);
@@ -100,8 +104,14 @@ describe('worker API: batched heartbeats, container capability, run names, runti
     const w = makeWorker(t, service, 'w-cancel');
     const claimed = await claimFor(w, run.id, 2);
     for (const s of claimed) expect((await w.running(s.id)).status).toBe(200);
-    const inRoot = claimed.find((s) => s.job_group_id === 0)!;
-    const inGroup = claimed.find((s) => s.job_group_id !== 0)!;
+    const inRoot = required(
+      claimed.find((s) => s.job_group_id === 0),
+      'the root job',
+    );
+    const inGroup = required(
+      claimed.find((s) => s.job_group_id !== 0),
+      'the job in the group',
+    );
     await t.http
       .post(`${runUrl(run)}/job-groups/${inGroup.job_group_id}/cancel`)
       .set(owner.auth)
@@ -163,7 +173,7 @@ describe('worker API: batched heartbeats, container capability, run names, runti
   });
 
   it('hands jobs that ask for an image only to workers that declare a container runtime', async () => {
-    const { image: _image, ...plain } = jobSpec();
+    const plain = { ...jobSpec(), image: undefined };
     // Ahead of everything else queued: the image job first, then the plain one.
     const run = await makeRun(t, owner, project, {
       priority: 1000,
@@ -175,7 +185,11 @@ describe('worker API: batched heartbeats, container capability, run names, runti
         .set(service.auth)
         .send({ worker_id: 'w-plain', capacity: { cpu: 64, memory_mib: 65536 }, limit: 100, capabilities })
         .expect(200);
-    const jobOf = (n: number) => run.jobs.find((j) => j.job_num === n)!;
+    const jobOf = (n: number) =>
+      required(
+        run.jobs.find((j) => j.job_num === n),
+        `job ${n}`,
+      );
 
     // Without a runtime (absent, or an empty capabilities object): never the image job, whatever else is queued.
     for (const capabilities of [undefined, {}]) {
@@ -184,8 +198,8 @@ describe('worker API: batched heartbeats, container capability, run names, runti
       expect(got.map((s) => s.job_id)).not.toContain(jobOf(0).id);
     }
     const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body as RunResponse;
-    expect(view.jobs.find((j) => j.job_num === 0)!.status).toBe('submitted');
-    expect(view.jobs.find((j) => j.job_num === 1)!.status).toBe('provisioning');
+    expect(view.jobs.find((j) => j.job_num === 0)?.status).toBe('submitted');
+    expect(view.jobs.find((j) => j.job_num === 1)?.status).toBe('provisioning');
 
     // With one, it is handed out.
     const got = (await claim({ container_runtime: 'docker' })).body.submissions as { job_id: string }[];
@@ -220,7 +234,7 @@ describe('worker API: batched heartbeats, container capability, run names, runti
     expect(row.needs_container).toBe(true);
   });
 
-  it("names the run in each claimed submission and stores the worker's measurements with its final report", async () => {
+  it("names the run in each claimed submission and stores the worker's measurements with its report", async () => {
     const run = await makeRun(t, owner, project, { priority: 500, run_name: 'named-run', jobs: [{ spec: jobSpec() }] });
     const w = makeWorker(t, service, 'w-named');
     const [s] = await claimFor(w, run.id);

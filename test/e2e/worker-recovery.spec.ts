@@ -47,8 +47,8 @@ class WorkerProcess {
       ],
       { env: { PATH: process.env.PATH, RUNPLANE_TOKEN: token, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
-    this.child.stdout!.on('data', (d) => (this.output += d));
-    this.child.stderr!.on('data', (d) => (this.output += d));
+    this.child.stdout?.on('data', (d) => (this.output += d));
+    this.child.stderr?.on('data', (d) => (this.output += d));
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
   }
 }
@@ -119,10 +119,11 @@ linux('a worker that crashes and restarts', () => {
   const runningPgid = async (runId: string) =>
     waitFor('the first attempt to run', async () => {
       const [s] = await submissions(runId);
-      return s.status === 'running' && (s.provisioning_data!.pid as number);
+      return s.status === 'running' && Number(s.provisioning_data?.pid);
     });
 
-  it('kill -9 → the lease lapses → instance_unreachable → the retry runs on a second worker; the restart kills the orphan', async () => {
+  // kill -9 → the lease lapses → instance_unreachable → the retry runs elsewhere; the restart kills the orphan.
+  it('kill -9 mid-job: lease lapse, retry on a second worker, the orphan killed when it restarts', async () => {
     const first = workerProcess('w-crash');
     const run = await submitSleeper();
     const pgid = await runningPgid(run.id);
@@ -149,7 +150,7 @@ linux('a worker that crashes and restarts', () => {
       const subs = await submissions(run.id);
       return subs[1]?.status === 'done' && subs;
     });
-    expect(retried[1].provisioning_data!.worker_id).toBe('w-second');
+    expect(retried[1].provisioning_data?.worker_id).toBe('w-second');
     expect(groupAlive(pgid)).toBe(true);
 
     // The crashed worker comes back: it kills what its previous process left, and reports nothing for it.

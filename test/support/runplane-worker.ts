@@ -26,7 +26,11 @@ export class CapturingSink implements LogSink {
 }
 
 /** Sinks by submission id: what each job printed. */
-export function capturingSinks(): { sinks: LogSinkFactory; of: (submissionId: string) => CapturingSink | undefined } {
+export function capturingSinks(): {
+  sinks: LogSinkFactory;
+  /** What a submission's job printed on `stream` so far ('' before it started). */
+  output: (submissionId: string, stream?: OutputStream) => string;
+} {
   const made = new Map<string, CapturingSink>();
   return {
     sinks: ({ submissionId }) => {
@@ -34,7 +38,7 @@ export function capturingSinks(): { sinks: LogSinkFactory; of: (submissionId: st
       made.set(submissionId, sink);
       return sink;
     },
-    of: (id) => made.get(id),
+    output: (id, stream = 'stdout') => made.get(id)?.text(stream) ?? '',
   };
 }
 

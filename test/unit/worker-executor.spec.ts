@@ -37,7 +37,7 @@ linux('the executor runs jobs as real processes', () => {
     return { exec: Execution.start(spec), sink: (over.sink as CapturingSink | undefined) ?? sink, spec };
   };
 
-  it('runs the commands in their own directory and group with only the given environment; output as printed', async () => {
+  it('runs the commands in their own directory and group, with only the given environment; output as is', async () => {
     const { exec, sink, spec } = start([
       'echo "dir=$PWD"',
       'echo "only=$ONLY home=${HOME-unset}"',
@@ -94,7 +94,7 @@ linux('the executor runs jobs as real processes', () => {
     const { exec, sink } = start(["trap '' TERM", 'sleep 600 & echo "child=$!"', 'wait'], { stopGraceS: 0.5 });
     const e = await exec;
     while (!/child=\d+/.test(sink.text('stdout'))) await new Promise((r) => setTimeout(r, 20));
-    const child = Number(/child=(\d+)/.exec(sink.text('stdout'))![1]);
+    const child = Number(/child=(\d+)/.exec(sink.text('stdout'))?.[1]);
     const t0 = Date.now();
     e.stop({ kind: 'shutdown' });
     e.stop({ kind: 'lost' }); // the first cause is kept
@@ -119,12 +119,12 @@ linux('the executor runs jobs as real processes', () => {
     const e = await exec;
     const result = await e.done;
     expect(result).toMatchObject({ exitStatus: 0, stoppedBy: null });
-    const daemon = Number(/daemon=(\d+)/.exec(sink.text('stdout'))![1]);
+    const daemon = Number(/daemon=(\d+)/.exec(sink.text('stdout'))?.[1]);
     expect(alive(daemon)).toBe(false);
     expect(groupAlive(e.pid)).toBe(false);
   });
 
-  it('kills a job whose process group goes past its memory (watched through /proc), and says how much it used', async () => {
+  it('kills a job whose process group goes past its memory (watched in /proc), and says how much it used', async () => {
     const limitMib = 64;
     const { exec } = start(['head -c 400000000 /dev/zero | tail -c 400000000 | sleep 60'], {
       memory: memory.forJob('mem', limitMib),

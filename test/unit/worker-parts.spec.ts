@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { required } from '../../src/common/required';
 import { CgroupV2 } from '../../src/worker/cgroup';
 import type { ExecutionResult } from '../../src/worker/executor';
 import { containerCommand, jobEnvironment, jobScript, parseTimes } from '../../src/worker/job-script';
@@ -63,7 +64,7 @@ describe('worker parts', () => {
     expect(parseTimes(real)).not.toBeNull();
   });
 
-  it("gives a job a clean environment: PATH and HOME, its spec's env, then RUNPLANE_* (never the worker's token)", () => {
+  it("gives a job a clean environment: PATH and HOME, its spec's env, then RUNPLANE_* (not the worker's token)", () => {
     const env = jobEnvironment(
       { PATH: '/bin', HOME: '/home/w', RUNPLANE_TOKEN: 'secret', DATABASE_URL: 'postgres://x', OTHER: 'x' },
       { FOO: 'bar', RUNPLANE_RUN_ID: 'spoofed', PATH: '/opt/bin' },
@@ -166,10 +167,10 @@ describe('worker parts', () => {
       ],
     ] as const)('%j (started: %s) → %s/%s', (given, started, status, reason, exit) => {
       const over = given as Partial<ExecutionResult>;
-      const report = outcomeOf(result(over), started, 256);
+      const report = required(outcomeOf(result(over), started, 256), 'the report');
       expect(report).toMatchObject({ status, termination_reason: reason });
-      expect(report!.exit_status).toBe(exit);
-      expect(report!.runtime_data).toMatchObject({
+      expect(report.exit_status).toBe(exit);
+      expect(report.runtime_data).toMatchObject({
         exit_status: over.exitStatus ?? 0,
         wall_s: 1.235,
         cpu_s: 0.5,
@@ -177,7 +178,7 @@ describe('worker parts', () => {
         memory_limit_mib: 256,
         memory_enforcement: 'rss',
       });
-      expect(report!.runtime_data!.oom_killed).toBe(over.stoppedBy?.kind === 'memory' ? true : undefined);
+      expect(report.runtime_data?.oom_killed).toBe(over.stoppedBy?.kind === 'memory' ? true : undefined);
     });
 
     it('reports nothing for a submission the worker lost', () => {
@@ -264,7 +265,7 @@ describe('worker parts', () => {
       expect(cg).not.toBeNull();
       expect(readFileSync(join(base, 'runplane-worker', 'cgroup.procs'), 'utf8')).toBe('100');
       expect(readFileSync(join(base, 'cgroup.subtree_control'), 'utf8')).toBe('+memory');
-      const job = cg!.create('runplane-s1', 256 * 1024 * 1024);
+      const job = required(cg, 'the cgroup subtree').create('runplane-s1', 256 * 1024 * 1024);
       expect(job.procsFile).toBe(join(base, 'runplane-s1', 'cgroup.procs'));
       expect(readFileSync(join(base, 'runplane-s1', 'memory.max'), 'utf8')).toBe(String(256 * 1024 * 1024));
       expect(readFileSync(join(base, 'runplane-s1', 'memory.swap.max'), 'utf8')).toBe('0');
