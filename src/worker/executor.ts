@@ -5,7 +5,7 @@ import { constants } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
-import { type ContainerRun, containerCommand, jobScript, parseTimes, processCommand, WRAPPER } from './job-script';
+import { type ContainerRun, containerCommand, jobScript, parseTimes, WRAPPER } from './job-script';
 import type { LogSink } from './log-sink';
 import type { JobMemory, MemoryMode } from './memory';
 import { signalGroup } from './proc';
@@ -94,12 +94,13 @@ export class Execution {
     const times = join(spec.scriptDir, `${spec.name}.times`);
     // Readable by the container's user too (the image may not run as this worker's user); its directory is not.
     writeFileSync(script, jobScript(spec.commands), { mode: spec.container ? 0o644 : 0o600 });
-    const command = spec.container
-      ? containerCommand(spec.container, spec.jobDir, script, spec.containerVariables ?? [])
-      : processCommand(script);
+    // A process: the wrapper runs the script itself; a container: the runtime's command, which runs it inside.
+    const run = spec.container
+      ? ['', ...containerCommand(spec.container, spec.jobDir, script, spec.containerVariables ?? [])]
+      : [script];
     const child = spawn(
       'bash',
-      ['--noprofile', '--norc', '-c', WRAPPER, 'runplane-job', times, spec.memory.procsFile ?? '', ...command],
+      ['--noprofile', '--norc', '-c', WRAPPER, 'runplane-job', times, spec.memory.procsFile ?? '', ...run],
       { cwd: spec.jobDir, env: spec.env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     const started = performance.now();

@@ -7,27 +7,32 @@
  * exit status is that command's. Within a command, bash runs as usual (`set -e` inside one works as in any script);
  * the shell is the same for all commands, so `cd` and variables carry over from one to the next.
  *
- * That script runs under a small wrapper shell, the process group's leader, which
+ * The process group's leader is a small wrapper shell, which
  * - joins the job's cgroup first (when there is one), so that everything the job starts is inside it;
+ * - runs the script in a subshell (a fork of itself, no new bash to start; trapped signals are reset there, and the
+ *   script sees no positional parameters);
  * - survives the SIGTERM sent to the group (its trap only defers it), so it can record the job's CPU times (`times`:
- *   the job shell and every process it waited for) and exit with the job's status (128 + N after signal N).
- * A job with an `image` (on a worker with a container runtime) runs the same script in a container instead.
+ *   the job's shell and every process it waited for) and exit with the job's status (128 + N after signal N).
+ * A job with an `image` (on a worker with a container runtime) runs the same script in a container instead: the
+ * wrapper then runs the runtime's command.
  */
 
-/** $1 = where to write `times`, $2 = the cgroup.procs file to join (or empty), then the command to run. */
+/**
+ * $1 = where to write `times`, $2 = the cgroup.procs file to join (or empty), $3 = the job script to run (or empty:
+ * then the rest of the arguments are the command to run).
+ */
 export const WRAPPER = [
   "trap ':' TERM",
-  'times_file=$1; cgroup_procs=$2; shift 2',
-  'if [ -n "$cgroup_procs" ]; then echo $$ > "$cgroup_procs" 2>/dev/null ||',
+  '__runplane_times=$1; __runplane_cgroup=$2; __runplane_script=$3; shift 3',
+  'if [ -n "$__runplane_cgroup" ]; then echo $$ > "$__runplane_cgroup" 2>/dev/null ||',
   '  echo "runplane: could not join the job\'s cgroup: its memory limit is not enforced" >&2; fi',
-  '"$@"',
-  'status=$?',
-  'times > "$times_file"',
-  'exit "$status"',
+  'if [ -n "$__runplane_script" ]; then',
+  '  (set -- "$__runplane_script"; unset __runplane_times __runplane_cgroup __runplane_script; . "$1")',
+  'else "$@"; fi',
+  '__runplane_status=$?',
+  'times > "$__runplane_times"',
+  'exit "$__runplane_status"',
 ].join('\n');
-
-/** The command that runs a job's script as a local process. */
-export const processCommand = (script: string): string[] => ['bash', '--noprofile', '--norc', script];
 
 export interface ContainerRun {
   /** The runtime's command (`docker`, `podman`, …): its CLI takes docker's `run` flags. */
@@ -78,7 +83,8 @@ export function containerCommand(c: ContainerRun, jobDir: string, script: string
 }
 
 export function jobScript(commands: readonly string[]): string {
-  const lines = [`# runplane: ${commands.length} command(s), stopping at the first that fails`];
+  // No positional parameters for the commands (the wrapper sources the script with its path as $1).
+  const lines = [`# runplane: ${commands.length} command(s), stopping at the first that fails`, 'set --'];
   for (const command of commands) {
     lines.push(command);
     // On its own line: a command ending in a comment can't swallow it.

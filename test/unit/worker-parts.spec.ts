@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { required } from '../../src/common/required';
 import { CgroupV2 } from '../../src/worker/cgroup';
 import type { ExecutionResult } from '../../src/worker/executor';
-import { containerCommand, jobEnvironment, jobScript, parseTimes } from '../../src/worker/job-script';
+import { containerCommand, jobEnvironment, jobScript, parseTimes, WRAPPER } from '../../src/worker/job-script';
 import { outcomeOf } from '../../src/worker/outcome';
 import { defaultWorkerId, parseCapacity, parseWorkerArgs, WorkerUsageError } from '../../src/worker/options';
 import { parseStat } from '../../src/worker/proc';
@@ -18,11 +18,15 @@ describe('worker parts', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  /** Runs a job script with bash in `dir`, as the executor does: its exit status and stdout. */
+  /** Runs a job script under the wrapper in `dir`, as the executor does: its exit status and stdout. */
   const run = (commands: string[]) => {
     const script = join(dir, 'job.sh');
     writeFileSync(script, jobScript(commands));
-    const r = spawnSync('bash', ['--noprofile', '--norc', script], { cwd: dir, encoding: 'utf8' });
+    const times = join(dir, 'job.times');
+    const r = spawnSync('bash', ['--noprofile', '--norc', '-c', WRAPPER, 'runplane-job', times, '', script], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
     return { status: r.status, stdout: r.stdout };
   };
 
@@ -50,6 +54,15 @@ describe('worker parts', () => {
         status: 0,
         stdout: "1\n2\nit's\n2\n",
       });
+    });
+
+    it("shows the commands no positional parameters, none of the wrapper's variables; records CPU times", () => {
+      rmSync(join(dir, 'job.times'), { force: true });
+      expect(run(['echo "args=$# script=${__runplane_script-unset} times=${__runplane_times-unset}"'])).toEqual({
+        status: 0,
+        stdout: 'args=0 script=unset times=unset\n',
+      });
+      expect(parseTimes(readFileSync(join(dir, 'job.times'), 'utf8'))).not.toBeNull();
     });
 
     it("does not read the job's stdin for commands (a command that reads stdin gets nothing of the script)", () => {
