@@ -290,12 +290,14 @@ export class Worker {
       return;
     }
     job.exec = exec;
-    this.state.add(s.id, {
-      pgid: exec.pid,
-      startTicks: readStat(exec.pid)?.startTicks ?? null,
-      cgroup: memory.procsFile ? join(memory.procsFile, '..') : null,
-      container: container ? { runtime: container.runtime, name: container.name } : null,
-    });
+    this.saveState(s.id, () =>
+      this.state.add(s.id, {
+        pgid: exec.pid,
+        startTicks: readStat(exec.pid)?.startTicks ?? null,
+        cgroup: memory.procsFile ? join(memory.procsFile, '..') : null,
+        container: container ? { runtime: container.runtime, name: container.name } : null,
+      }),
+    );
     if (job.pendingStop) exec.stop(job.pendingStop);
     this.log.info(
       {
@@ -322,7 +324,7 @@ export class Worker {
     else exec.stop({ kind: 'lost' });
     const result = await exec.done;
     job.reporting = true;
-    this.state.remove(s.id);
+    this.saveState(s.id, () => this.state.remove(s.id));
     this.wakeClaims();
     const report = outcomeOf(result, job.started, spec.resources.memory_mib);
     this.log.info(
@@ -330,6 +332,15 @@ export class Worker {
       report ? `job ended: ${report.status} (${report.termination_reason})` : 'job ended (not reported: not held)',
     );
     if (report) await this.report(s.id, report, deadline);
+  }
+
+  /** A state file that can't be written (disk full) costs only the clean-up after a crash: the job goes on. */
+  private saveState(submissionId: string, write: () => void): void {
+    try {
+      write();
+    } catch (err) {
+      this.log.warn({ submission_id: submissionId, err: String(err) }, 'could not write the state file');
+    }
   }
 
   private async report(id: string, report: FinalReport, deadline: () => number): Promise<void> {
@@ -350,7 +361,9 @@ export class Worker {
         const gone = await killOrphan(previous[id]);
         this.log.warn({ submission_id: id, pgid: previous[id].pgid, gone }, 'killed a job left by a previous process');
       }
-      const items = (await this.api.heartbeat(ids)) ?? [];
+      const items = [];
+      for (let i = 0; i < ids.length; i += HEARTBEAT_BATCH)
+        items.push(...((await this.api.heartbeat(ids.slice(i, i + HEARTBEAT_BATCH))) ?? []));
       for (const item of items.filter((i) => i.held)) {
         await this.report(
           item.submission_id,
