@@ -76,11 +76,15 @@ export const DONE: Outcome = { status: 'done', termination_reason: 'done_by_runn
 export const ERROR: Outcome = { status: 'failed', termination_reason: 'container_exited_with_error', exit_status: 1 };
 export const NO_CAPACITY: Outcome = { status: 'failed', termination_reason: 'failed_to_start_due_to_no_capacity' };
 
+/** It runs nothing, so it may take any job: it declares a container runtime to be handed jobs with an image too. */
+const SIMULATED = { container_runtime: 'simulated' };
+
 export class ReferenceWorker {
   constructor(
     private readonly post: Post,
     readonly workerId: string,
     private readonly capacity = { cpu: 64, memory_mib: 256 * 1024, gpu: 8 },
+    private readonly capabilities: { container_runtime?: string } = SIMULATED,
   ) {}
 
   async claim(limit = 1): Promise<Claimed[]> {
@@ -88,6 +92,7 @@ export class ReferenceWorker {
       worker_id: this.workerId,
       capacity: this.capacity,
       limit,
+      capabilities: this.capabilities,
     });
     if (res.status !== 200) throw new Error(`claim: ${res.status} ${JSON.stringify(res.body)}`);
     return res.body.submissions;

@@ -13,6 +13,7 @@ import { AddDeadlineAtToJobSubmissions1765670400000 } from './1765670400000-AddD
 import { CreateRequestableResources1765756800000 } from './1765756800000-CreateRequestableResources';
 import { CreateEvents1765843200000 } from './1765843200000-CreateEvents';
 import { CreateLogTables1766016000000 } from './1766016000000-CreateLogTables';
+import { AddNeedsContainerToJobSubmissions1766102400000 } from './1766102400000-AddNeedsContainerToJobSubmissions';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -31,4 +32,5 @@ export const MIGRATIONS = [
   CreateRequestableResources1765756800000,
   CreateEvents1765843200000,
   CreateLogTables1766016000000,
+  AddNeedsContainerToJobSubmissions1766102400000,
 ];

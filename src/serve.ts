@@ -1,11 +1,17 @@
+import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { AppModule } from './app.module';
 import { configureApp } from './configure-app';
 import { Env, parseEnv } from './config/env';
 import { UsersService } from './modules/users/users.service';
+import { startEmbeddedWorker } from './embedded-worker';
+import type { Worker } from './worker/worker';
 
-/** Starts the HTTP server: config checked first, migrations applied, first admin created on an empty database. */
+/**
+ * Starts the HTTP server: config checked first, migrations applied, first admin created on an empty database; then
+ * the embedded worker, unless RUNPLANE_EMBEDDED_WORKER=false.
+ */
 export async function serve(): Promise<NestExpressApplication> {
   const env = parseEnv(process.env); // fail on bad config before touching any database
   // A failed start is one line on stderr (see startup-failure.ts), not Nest's log of the start-up and a stack:
@@ -31,30 +37,52 @@ export async function serve(): Promise<NestExpressApplication> {
     await app.close().catch(() => undefined);
     throw err;
   }
-  closeOnSignals(app);
+  const embedded: { worker?: Worker } = {};
+  closeOnSignals(app, embedded);
   process.stdout.write(
     `runplane: listening on ${await app.getUrl()} ` +
       `(${env.DATABASE_URL ? 'PostgreSQL at DATABASE_URL' : `embedded PostgreSQL in ${env.RUNPLANE_DATA_DIR}`})\n`,
   );
+  if (env.RUNPLANE_EMBEDDED_WORKER) {
+    try {
+      const worker = await startEmbeddedWorker(app, env);
+      embedded.worker = worker;
+      const c = worker.options.capacity;
+      process.stdout.write(
+        `runplane: embedded worker ${worker.options.workerId} runs jobs as local processes of this user ` +
+          `(capacity cpu=${c.cpu}, memory_mib=${c.memory_mib}; memory limits: ${worker.memoryMode}; ` +
+          `work dir ${worker.options.workDir}); RUNPLANE_EMBEDDED_WORKER=false turns it off\n`,
+      );
+    } catch (err) {
+      // The server still serves: workers elsewhere can run its jobs.
+      process.stderr.write(`runplane: the embedded worker did not start: ${(err as Error).message}\n`);
+    }
+  }
   return app;
 }
 
 /**
- * SIGINT/SIGTERM: stop taking requests, finish the ones in flight, close the pool and the embedded database, exit 0.
+ * SIGINT/SIGTERM: the embedded worker stops its jobs and reports them (while the server still answers), then the
+ * server stops taking requests, finishes the ones in flight, closes the pool and the embedded database, exits 0.
  */
-function closeOnSignals(app: NestExpressApplication): void {
+function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker }): void {
   let closing = false;
   const shutdown = (signal: NodeJS.Signals) => {
     if (closing) return;
     closing = true;
     process.stdout.write(`runplane: ${signal} received, shutting down\n`);
-    app.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        process.stderr.write(`runplane: shutdown failed: ${String(err)}\n`);
-        process.exit(1);
-      },
-    );
+    Promise.resolve(embedded.worker?.stop())
+      .catch((err: unknown) =>
+        process.stderr.write(`runplane: the embedded worker did not stop cleanly: ${String(err)}\n`),
+      )
+      .then(() => app.close())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          process.stderr.write(`runplane: shutdown failed: ${String(err)}\n`);
+          process.exit(1);
+        },
+      );
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);

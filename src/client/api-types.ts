@@ -356,6 +356,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/internal/v1/workers/{worker_id}/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["WorkerHeartbeatsController_heartbeat"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/runs/{runId}/job-groups": {
         parameters: {
             query?: never;
@@ -615,6 +631,8 @@ export interface components {
              * @default 1
              */
             limit?: number;
+            /** @description What the worker can run beyond plain processes. Absent: no container runtime. */
+            capabilities?: components["schemas"]["WorkerCapabilitiesDto"];
         };
         ClaimedSubmissionView: {
             /** Format: uuid */
@@ -627,6 +645,8 @@ export interface components {
             job_num: number;
             replica_num: number;
             job_name: string;
+            /** @description The run's name (RUNPLANE_RUN_NAME of the job's process). */
+            run_name: string;
             submission_num: number;
             spec: components["schemas"]["JobSpecDto"];
             /** Format: date-time */
@@ -658,6 +678,10 @@ export interface components {
             termination_reason: "failed_to_start_due_to_no_capacity" | "interrupted_by_no_capacity" | "instance_unreachable" | "container_exited_with_error" | "executor_error" | "max_duration_exceeded" | "log_quota_exceeded" | "done_by_runner" | "stopped_by_user" | "aborted_by_user" | "job_group_cancelled" | "fail_fast" | "budget_exceeded";
             /** @description The process's exit status, if it ran. */
             exit_status?: number;
+            /** @description What the worker measured (e.g. exit_status, wall_s, cpu_s, peak_memory_mib): any JSON object up to 64 KiB, stored as sent (replacing what heartbeats sent) when the report is accepted. */
+            runtime_data?: {
+                [key: string]: unknown;
+            };
         };
         CompleteView: {
             /** Format: uuid */
@@ -870,6 +894,37 @@ export interface components {
             n_succeeded: number;
             n_failed: number;
             n_cancelled: number;
+        };
+        HeartbeatBatchDto: {
+            /** @description The submissions this worker runs (at most 1000). */
+            submissions: string[];
+        };
+        HeartbeatBatchItemView: {
+            /** Format: uuid */
+            submission_id: string;
+            /** @description Whether this worker still holds the submission (claimed by it and this account, not finished). When false (finished, e.g. by a lapsed lease or the time limit; another worker's; unknown), stop the process and report nothing for it. */
+            held: boolean;
+            /** @description The submission's group, an ancestor or the run was cancelled: stop the work. */
+            cancel_requested: boolean;
+            /**
+             * @description With `cancel_requested`: the status to report with `reason` once the process is stopped.
+             * @enum {string|null}
+             */
+            status: "terminated" | "aborted" | null;
+            /**
+             * @description With `cancel_requested`: the termination reason to report (what the cancellation says).
+             * @enum {string|null}
+             */
+            reason: "failed_to_start_due_to_no_capacity" | "interrupted_by_no_capacity" | "instance_unreachable" | "container_exited_with_error" | "executor_error" | "max_duration_exceeded" | "log_quota_exceeded" | "done_by_runner" | "stopped_by_user" | "aborted_by_user" | "job_group_cancelled" | "fail_fast" | "budget_exceeded" | null;
+            /**
+             * Format: date-time
+             * @description The renewed lease; null if not held.
+             */
+            lease_expires_at: string | null;
+        };
+        HeartbeatBatchView: {
+            /** @description One answer per submission named, in the request order. */
+            submissions: components["schemas"]["HeartbeatBatchItemView"][];
         };
         HeartbeatDto: {
             /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
@@ -1267,6 +1322,13 @@ export interface components {
             user: components["schemas"]["UserView"];
             /** @description Shown only in this response. */
             token: string;
+        };
+        WorkerCapabilitiesDto: {
+            /**
+             * @description The container runtime this worker runs images with (e.g. `docker`, `podman`). Jobs whose spec has an `image` are handed only to workers that declare one; without it, only jobs without an image.
+             * @example docker
+             */
+            container_runtime?: string;
         };
     };
     responses: never;
@@ -4165,6 +4227,122 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    WorkerHeartbeatsController_heartbeat: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The worker, as in its claims (`worker_id`). */
+                worker_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HeartbeatBatchDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeartbeatBatchView"];
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
                 };
             };
             /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */

@@ -145,6 +145,17 @@ export class Env {
   @Min(0)
   @Max(86400)
   RUNPLANE_LOG_GRACE_SECONDS: number = 60;
+
+  /** `serve` also runs one worker (this machine's capacity) that executes jobs as local processes. */
+  @Transform(toBool)
+  @IsBoolean({ message: 'must be true or false' })
+  RUNPLANE_EMBEDDED_WORKER: boolean = true;
+
+  /** The embedded worker's work directory; default: `worker` beside the data directory. */
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
+  RUNPLANE_WORKER_DIR?: string;
 }
 
 export class ConfigError extends Error {}
@@ -156,7 +167,7 @@ export function parseEnv(raw: NodeJS.ProcessEnv): Env {
     const v = raw[key];
     if (v !== undefined && v !== '') cleaned[key] = v;
   }
-  for (const key of ['DATABASE_URL', 'RUNPLANE_ADMIN_TOKEN']) {
+  for (const key of ['DATABASE_URL', 'RUNPLANE_ADMIN_TOKEN', 'RUNPLANE_WORKER_DIR']) {
     const v = raw[key];
     if (v !== undefined && v !== '') cleaned[key] = v;
   }

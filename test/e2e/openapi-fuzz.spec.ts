@@ -51,6 +51,7 @@ describe('OpenAPI contract (fuzzed)', () => {
         components: doc.components.schemas,
         wrongRoleTokens: wrongRoles(op, f),
         foreign: f.foreign,
+        freePathParams: ['worker_id'],
       });
       const failures: string[] = [];
       const statuses = new Map<number, number>();
@@ -306,7 +307,16 @@ function validRequests(f: Fixtures): Record<string, Valid> {
       as(f.admin, { body: { name: 'gpu', rate_usd_per_unit_hour: 1, unit: 'gpu-hour' } }),
     // Claims one queued submission (of the fixtures' runs), so a claimed submission's shape is checked too.
     'POST /internal/v1/submissions/claim': () =>
-      as(f.service, { body: { worker_id: f.workerId, capacity: { cpu: 4, memory_mib: 8192, gpu: 0 }, limit: 1 } }),
+      as(f.service, {
+        body: {
+          worker_id: f.workerId,
+          capacity: { cpu: 4, memory_mib: 8192, gpu: 0 },
+          limit: 1,
+          capabilities: { container_runtime: 'docker' },
+        },
+      }),
+    'POST /internal/v1/workers/{worker_id}/heartbeat': () =>
+      as(f.service, { params: { worker_id: f.workerId }, body: { submissions: [f.submissionId] } }),
     'POST /internal/v1/submissions/{id}/running': () =>
       as(f.service, { params: sub, body: { worker_id: f.workerId, provisioning_data: { host: 'h' } } }),
     'POST /internal/v1/submissions/{id}/heartbeat': () =>
@@ -314,7 +324,13 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     'POST /internal/v1/submissions/{id}/complete': () =>
       as(f.service, {
         params: sub,
-        body: { worker_id: f.workerId, status: 'done', termination_reason: 'done_by_runner', exit_status: 0 },
+        body: {
+          worker_id: f.workerId,
+          status: 'done',
+          termination_reason: 'done_by_runner',
+          exit_status: 0,
+          runtime_data: { exit_status: 0, wall_s: 1.5, cpu_s: 0.2, peak_memory_mib: 12 },
+        },
       }),
     // A chunk of the claimed submission's output (its worker holds it until the final report, sent last).
     'POST /internal/v1/submissions/{id}/logs': () =>

@@ -30,6 +30,11 @@ export interface FuzzContext {
   wrongRoleTokens: string[];
   /** Values of path parameters that name another project's objects (by parameter name). */
   foreign: Record<string, (string | number)[]>;
+  /**
+   * Path parameters that name no stored object (a worker id, chosen by the worker): another value that fits the
+   * schema is a valid request, not one that must be refused.
+   */
+  freePathParams?: string[];
 }
 
 const clone = <T>(v: T): T => (v === undefined ? v : JSON.parse(JSON.stringify(v)));
@@ -309,10 +314,11 @@ function pathMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): fc.
         );
       const foreign = ctx.foreign[p.name] ?? [];
       if (foreign.length) values.push(fc.constantFrom(...foreign));
+      const free = ctx.freePathParams?.includes(p.name) ?? false;
       return fc.oneof(...values).map((v) => ({
         label: `path ${p.name}=${short(v)}`,
         request: { ...valid, params: { ...valid.params, [p.name]: v } },
-        mustRefuse: true,
+        mustRefuse: !free || !paramValid(p, String(v), ctx),
       }));
     }),
   ];

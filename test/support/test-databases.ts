@@ -75,6 +75,9 @@ export const OWN_DATABASES = [
   'claims',
   'events',
   'follow',
+  'executor',
+  'recovery',
+  'serveworker',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 

@@ -114,6 +114,15 @@ export class BillingService implements OnModuleInit {
   }
 
   /**
+   * One heartbeat for many submissions, in one transaction: all accrue into one shard (two such transactions then
+   * never take a run's shards in opposite orders). Pass them grouped by run, in a fixed order (e.g. run id, id).
+   */
+  async accrueMany(m: EntityManager, submissionIds: string[]): Promise<void> {
+    const token = randomInt(TOKENS);
+    for (const id of submissionIds) await this.billing.accrue(m, id, true, false, token);
+  }
+
+  /**
    * The attempt ended: accrues up to now and closes it, or (a lapsed lease, `atLastRollup`) closes it where the
    * last heartbeat left the clock. Closed attempts never accrue again.
    */

@@ -17,10 +17,10 @@ const CLOSE_WAIT_MS = 2000;
 
 /**
  * This instance's followers and what wakes them. On PostgreSQL, one LISTEN connection per instance (opened with the
- * first follower) carries the notifications EventsService sends after commits (one per few milliseconds), on any instance: each
- * names the projects written, and wakes their followers. A timer wakes every follower each second as well: for
- * events held back behind an older transaction (see EventsRepository.read), and for notifications lost while the
- * LISTEN connection was down (after it comes back, everyone is woken once).
+ * first follower) carries the notifications EventsService sends after commits (one per few milliseconds) on any
+ * instance: each names the projects written, and wakes their followers. A timer wakes every follower each second
+ * as well: for events held back behind an older transaction (see EventsRepository.read), and for notifications lost
+ * while the LISTEN connection was down (after it comes back, everyone is woken once).
  *
  * The embedded database (PGlite behind a socket) has one backend session for every connection: a notification goes
  * out on the connection whose statement made it, never to the listener's (checked with pglite-socket 0.2.17), so

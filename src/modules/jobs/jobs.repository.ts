@@ -74,10 +74,10 @@ export class JobsRepository {
       );
       await m.query(
         `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu,
-                                      memory_mib, gpu)
-         SELECT s.id, s.job, $1, s.g, 0, $9, $2, s.cpu, s.mem, s.gpu
-           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[])
-                AS s(id, job, g, cpu, mem, gpu)`,
+                                      memory_mib, gpu, needs_container)
+         SELECT s.id, s.job, $1, s.g, 0, $9, $2, s.cpu, s.mem, s.gpu, s.container
+           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[], $10::bool[])
+             AS s(id, job, g, cpu, mem, gpu, container)`,
         [
           runId,
           priority,
@@ -88,6 +88,7 @@ export class JobsRepository {
           chunk.map((j) => j.spec.resources.memory_mib),
           chunk.map((j) => j.spec.resources.gpu ?? 0),
           NEW_JOB_STATUS,
+          chunk.map((j) => typeof j.spec.image === 'string'),
         ],
       );
     }

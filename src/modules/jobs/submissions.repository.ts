@@ -6,7 +6,13 @@ import { QUEUED_STATUSES } from '../lifecycle/vocabulary';
 import { returning } from '../../infra/database/returning';
 import type { JobSpec, RequestedResources, SubmissionStatus } from './dto/job-spec';
 import { Job } from './entities/job.entity';
-import { HELD_PREDICATE, JobSubmission, QUEUED_PREDICATE, RUNNING_PREDICATE } from './entities/job-submission.entity';
+import {
+  HELD_PREDICATE,
+  JobSubmission,
+  QUEUED_NO_CONTAINER_PREDICATE,
+  QUEUED_PREDICATE,
+  RUNNING_PREDICATE,
+} from './entities/job-submission.entity';
 
 export interface Capacity {
   cpu: number;
@@ -39,6 +45,7 @@ export type SubmissionFacts = Pick<
   | 'cpu'
   | 'memoryMib'
   | 'gpu'
+  | 'needsContainer'
   | 'workerId'
   | 'claimedByUserId'
   | 'leaseExpiresAt'
@@ -52,7 +59,7 @@ export type JobFacts = Pick<
 
 const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId",
   s.submission_num AS "submissionNum", s.status, s.termination_reason AS "terminationReason", s.priority,
-  s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu,
+  s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu, s.needs_container AS "needsContainer",
   s.worker_id AS "workerId", s.claimed_by_user_id AS "claimedByUserId", s.lease_expires_at AS "leaseExpiresAt"`;
 
 const JOB_FACTS = `j.latest_submission_id AS "latestSubmissionId", j.latest_submission_num AS "latestSubmissionNum",
@@ -107,15 +114,21 @@ const STARTED: SubmissionStatus = 'running';
 /** Every query of the worker lifecycle on jobs and submissions. */
 @Injectable()
 export class SubmissionsRepository {
-  /** Queued submissions that fit, best first, locked; rows other claimers hold are skipped, never waited for. */
-  async lockCandidates(m: EntityManager, cap: Capacity, limit: number): Promise<Candidate[]> {
+  /**
+   * Queued submissions that fit, best first, locked; rows other claimers hold are skipped, never waited for. A
+   * claimer without a container runtime never gets a job that asks for an image: it walks the queue index of
+   * submissions that need none (the predicate is a constant, so the planner proves the partial index), and so never
+   * reads past image jobs waiting for container workers.
+   */
+  async lockCandidates(m: EntityManager, cap: Capacity, limit: number, containers: boolean): Promise<Candidate[]> {
+    const queue = containers ? QUEUED_PREDICATE : QUEUED_NO_CONTAINER_PREDICATE;
     return preparedQuery<Candidate>(
       m,
-      'lifecycle_lock_candidates',
+      containers ? 'lifecycle_lock_candidates' : 'lifecycle_lock_candidates_no_container',
       `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId",
               s.submission_num AS "submissionNum", s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu
          FROM job_submissions s
-        WHERE s.${QUEUED_PREDICATE} AND s.cpu <= $1 AND s.memory_mib <= $2 AND s.gpu <= $3
+        WHERE s.${queue} AND s.cpu <= $1 AND s.memory_mib <= $2 AND s.gpu <= $3
         ORDER BY s.priority DESC, s.submitted_at, s.id
         LIMIT $4
           FOR UPDATE SKIP LOCKED`,
@@ -151,6 +164,41 @@ export class SubmissionsRepository {
          FROM claimed c JOIN jobs_updated u ON u.id = c.job_id`,
       [ids, workerId, leaseSeconds, userId, CLAIMED],
     );
+  }
+
+  /** Submissions by id (unknown ids left out), locked in id order: a batch's locks always come in one order. */
+  async lockSubmissions(m: EntityManager, ids: string[]): Promise<SubmissionFacts[]> {
+    if (ids.length === 0) return [];
+    return preparedQuery<SubmissionFacts>(
+      m,
+      'lifecycle_lock_submissions',
+      `SELECT ${SUBMISSION_FACTS} FROM job_submissions s WHERE s.id = ANY($1::uuid[]) ORDER BY s.id FOR UPDATE OF s`,
+      [ids],
+    );
+  }
+
+  /** Renews the leases of many submissions (already locked) in one statement; returns each new end. */
+  async renewLeases(
+    m: EntityManager,
+    ids: string[],
+    leaseSeconds: number,
+  ): Promise<{ id: string; leaseExpiresAt: Date }[]> {
+    if (ids.length === 0) return [];
+    return preparedQuery<{ id: string; leaseExpiresAt: Date }>(
+      m,
+      'lifecycle_renew_leases',
+      `UPDATE job_submissions SET last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $2)
+        WHERE id = ANY($1::uuid[]) RETURNING id, lease_expires_at AS "leaseExpiresAt"`,
+      [ids, leaseSeconds],
+    );
+  }
+
+  /** What the worker measured of a finished attempt (exit status, times, memory), stored as sent. */
+  async setRuntimeData(m: EntityManager, id: string, runtimeData: Record<string, unknown>): Promise<void> {
+    await m.query(`UPDATE job_submissions SET runtime_data = $2::json WHERE id = $1`, [
+      id,
+      JSON.stringify(runtimeData),
+    ]);
   }
 
   /** The submission, locked. */
@@ -212,6 +260,7 @@ export class SubmissionsRepository {
     status: SubmissionStatus,
     reason: string,
     exitStatus: number | null,
+    runtimeData: Record<string, unknown> | null = null,
   ): Promise<{ submission: SubmissionFacts; job: JobFacts; finished: boolean } | null> {
     const rows = await preparedQuery<LockedRow & { finished: boolean }>(
       m,
@@ -222,8 +271,9 @@ export class SubmissionsRepository {
           WHERE s.id = $1
             FOR UPDATE OF s, j
        ), finished AS (
-         UPDATE job_submissions s SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(),
-           lease_expires_at = NULL
+         UPDATE job_submissions s
+            SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(), lease_expires_at = NULL,
+                runtime_data = coalesce($8::json, s.runtime_data)
            FROM t
           WHERE s.id = t.id AND t."workerId" = $2 AND t."claimedByUserId" = $7 AND t.status = ANY($6::text[])
             AND t."latestSubmissionId" = t.id
@@ -234,7 +284,16 @@ export class SubmissionsRepository {
       RETURNING j.id
        )
        SELECT t.*, EXISTS (SELECT 1 FROM job_finished) AS finished FROM t`,
-      [id, holder.workerId, status, reason, exitStatus, fromStatuses, holder.userId],
+      [
+        id,
+        holder.workerId,
+        status,
+        reason,
+        exitStatus,
+        fromStatuses,
+        holder.userId,
+        runtimeData === null ? null : JSON.stringify(runtimeData),
+      ],
     );
     if (rows.length === 0) return null;
     const { finished, ...row } = rows[0];
@@ -351,9 +410,21 @@ export class SubmissionsRepository {
     const submissionNum = job.latestSubmissionNum + 1;
     await m.query(
       `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu,
-                                    memory_mib, gpu)
-       VALUES ($1, $2, $3, $4, $5, $10, $6, $7, $8, $9)`,
-      [id, job.id, job.runId, job.jobGroupId, submissionNum, prev.priority, prev.cpu, prev.memoryMib, prev.gpu, QUEUED],
+                                    memory_mib, gpu, needs_container)
+       VALUES ($1, $2, $3, $4, $5, $10, $6, $7, $8, $9, $11)`,
+      [
+        id,
+        job.id,
+        job.runId,
+        job.jobGroupId,
+        submissionNum,
+        prev.priority,
+        prev.cpu,
+        prev.memoryMib,
+        prev.gpu,
+        QUEUED,
+        prev.needsContainer,
+      ],
     );
     await m.query(
       `UPDATE jobs SET status = $5, termination_reason = $2, latest_submission_id = $3, latest_submission_num = $4,

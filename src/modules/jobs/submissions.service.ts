@@ -19,8 +19,9 @@ export type { Candidate, Capacity, ClaimedRow, HolderFacts, JobFacts, Submission
 export class SubmissionsService {
   constructor(private readonly subs: SubmissionsRepository) {}
 
-  lockCandidates(m: EntityManager, cap: Capacity, limit: number): Promise<Candidate[]> {
-    return this.subs.lockCandidates(m, cap, limit);
+  /** `containers`: the claimer has a container runtime (else jobs asking for an image are never candidates). */
+  lockCandidates(m: EntityManager, cap: Capacity, limit: number, containers: boolean): Promise<Candidate[]> {
+    return this.subs.lockCandidates(m, cap, limit, containers);
   }
 
   /** The lease is held by `workerId` under the service account `userId`. */
@@ -52,8 +53,9 @@ export class SubmissionsService {
     status: SubmissionStatus,
     reason: string,
     exitStatus: number | null,
+    runtimeData: Record<string, unknown> | null = null,
   ): Promise<{ submission: SubmissionFacts; job: JobFacts; finished: boolean } | null> {
-    return this.subs.finishIfLatest(m, submissionId, holder, fromStatuses, status, reason, exitStatus);
+    return this.subs.finishIfLatest(m, submissionId, holder, fromStatuses, status, reason, exitStatus, runtimeData);
   }
 
   /** Who holds the submission and its status, unlocked (a claimed submission's holder never changes). */
@@ -63,6 +65,21 @@ export class SubmissionsService {
 
   lockSubmission(m: EntityManager, submissionId: string): Promise<SubmissionFacts | null> {
     return this.subs.lockSubmission(m, submissionId);
+  }
+
+  /** Many submissions, locked in id order (unknown ids left out). */
+  lockSubmissions(m: EntityManager, submissionIds: string[]): Promise<SubmissionFacts[]> {
+    return this.subs.lockSubmissions(m, submissionIds);
+  }
+
+  /** New leases for many locked submissions at once, keyed by id. */
+  async renewLeases(m: EntityManager, submissionIds: string[], leaseSeconds: number): Promise<Map<string, Date>> {
+    const rows = await this.subs.renewLeases(m, submissionIds, leaseSeconds);
+    return new Map(rows.map((r) => [r.id, r.leaseExpiresAt]));
+  }
+
+  setRuntimeData(m: EntityManager, s: SubmissionFacts, runtimeData: Record<string, unknown>): Promise<void> {
+    return this.subs.setRuntimeData(m, s.id, runtimeData);
   }
 
   /** Returns the new lease's end and the job's requested resources (key → quantity, as its spec says). */

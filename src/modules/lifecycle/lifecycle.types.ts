@@ -5,6 +5,8 @@ export interface ClaimInput {
   worker_id: string;
   capacity: { cpu: number; memory_mib: number; gpu?: number };
   limit?: number;
+  /** What the worker can run beyond plain processes: a container runtime lets it take jobs that ask for an image. */
+  capabilities?: { container_runtime?: string };
 }
 
 export interface RunningInput {
@@ -22,6 +24,19 @@ export interface CompleteInput {
   status: FinishedStatus;
   termination_reason: TerminationReason;
   exit_status?: number;
+  runtime_data?: Record<string, unknown>;
+}
+
+/** One submission's answer in a worker's batched heartbeat. */
+export interface HeartbeatItem {
+  submission_id: string;
+  /** False when the worker no longer holds it (finished, lapsed, another's, unknown): stop it, report nothing. */
+  held: boolean;
+  cancel_requested: boolean;
+  /** With cancel_requested: the final status and reason to report once the process is stopped. */
+  status: 'terminated' | 'aborted' | null;
+  reason: TerminationReason | null;
+  lease_expires_at: string | null;
 }
 
 /** A claimed submission as the worker gets it. */
@@ -33,6 +48,7 @@ export interface ClaimedSubmission {
   job_num: number;
   replica_num: number;
   job_name: string;
+  run_name: string;
   submission_num: number;
   spec: unknown;
   lease_expires_at: string;

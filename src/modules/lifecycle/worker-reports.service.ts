@@ -28,6 +28,7 @@ import type {
   CompleteInput,
   CompleteResult,
   HeartbeatInput,
+  HeartbeatItem,
   RunningInput,
 } from './lifecycle.types';
 import { required } from '../../common/required';
@@ -95,8 +96,9 @@ export class WorkerReportsService {
   async claim(principal: Principal, body: ClaimInput): Promise<{ submissions: ClaimedSubmission[] }> {
     const limit = body.limit ?? 1;
     const cap = { cpu: body.capacity.cpu, memoryMib: body.capacity.memory_mib, gpu: body.capacity.gpu ?? 0 };
-    const claimed = await this.tx.run(async (m) => {
-      const candidates = await this.subs.lockCandidates(m, cap, limit * 4 + 8);
+    const containers = body.capabilities?.container_runtime !== undefined;
+    const { claimed, runNames } = await this.tx.run(async (m) => {
+      const candidates = await this.subs.lockCandidates(m, cap, limit * 4 + 8, containers);
       const cancellations = await this.groups.effectiveCancellations([...new Set(candidates.map((c) => c.runId))], m);
       const picked: typeof candidates = [];
       // Packing counts cpu in thousandths of a core (the column's scale): floats would make 0.3 − 0.1 − 0.1 < 0.1.
@@ -143,7 +145,14 @@ export class WorkerReportsService {
         );
       }
       await this.events.jobs(m, rows, 'provisioning');
-      return rows;
+      const names =
+        rows.length > 0
+          ? await this.runAccess.runNames(
+              m,
+              rows.map((r) => r.runId),
+            )
+          : new Map<string, string>();
+      return { claimed: rows, runNames: names };
     });
     return {
       submissions: claimed.map((r) => ({
@@ -154,6 +163,7 @@ export class WorkerReportsService {
         job_num: r.jobNum,
         replica_num: r.replicaNum,
         job_name: r.jobName,
+        run_name: runNames.get(r.runId) ?? '',
         submission_num: r.submissionNum,
         spec: r.spec,
         lease_expires_at: new Date(r.leaseExpiresAt).toISOString(),
@@ -225,6 +235,73 @@ export class WorkerReportsService {
   }
 
   /**
+   * One heartbeat for all the submissions a worker runs, in one transaction: the held ones (claimed by this account
+   * and worker id, not finished) get a new lease and their usage accrued, as a single heartbeat would; each answer
+   * says whether a cancellation above it asks the worker to stop it, and with which status and reason to report.
+   * Anything else (unknown, another account's or worker's, finished, e.g. by a lapsed lease or the time limit) is
+   * answered `held: false` without saying why: the worker stops it and reports nothing. Answers follow the request's
+   * order; a repeated id gets the same answer twice.
+   */
+  async heartbeatMany(
+    principal: Principal,
+    workerId: string,
+    ids: string[],
+  ): Promise<{ submissions: HeartbeatItem[] }> {
+    const holder = holderOf(principal, workerId);
+    const answers = await this.tx.run(async (m) => {
+      const locked = await this.subs.lockSubmissions(m, [...new Set(ids)]);
+      const held = locked.filter(
+        (s) =>
+          s.claimedByUserId === holder.userId &&
+          s.workerId === holder.workerId &&
+          (HELD_STATUSES as readonly string[]).includes(s.status),
+      );
+      const leases = await this.subs.renewLeases(
+        m,
+        held.map((s) => s.id),
+        this.env.RUNPLANE_LEASE_SECONDS,
+      );
+      const cancellations = await this.groups.effectiveCancellations([...new Set(held.map((s) => s.runId))], m);
+      // Billing rows after the submissions (the lock order), run by run: concurrent batches take them in one order.
+      const byRun = [...held].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : a.id < b.id ? -1 : 1));
+      await this.billing.accrueMany(
+        m,
+        byRun.map((s) => s.id),
+      );
+      return new Map(
+        held.map((s): [string, HeartbeatItem] => {
+          const cancellation = cancellations.get(s.runId)?.get(s.jobGroupId);
+          const outcome = cancellation ? cancelledJobOutcome(cancellation) : null;
+          return [
+            s.id,
+            {
+              submission_id: s.id,
+              held: true,
+              cancel_requested: outcome !== null,
+              status: outcome?.status ?? null,
+              reason: outcome?.terminationReason ?? null,
+              lease_expires_at: leases.get(s.id)?.toISOString() ?? null,
+            },
+          ];
+        }),
+      );
+    });
+    return {
+      submissions: ids.map(
+        (id) =>
+          answers.get(id) ?? {
+            submission_id: id,
+            held: false,
+            cancel_requested: false,
+            status: null,
+            reason: null,
+            lease_expires_at: null,
+          },
+      ),
+    };
+  }
+
+  /**
    * A worker's final report. Repeating it returns the same answer and changes nothing; a report for a submission
    * that is not the job's latest, or from another worker, is a 409 that changes nothing; from another service
    * account, a 404; an outcome the state machine does not allow from the submission's status, a 409
@@ -232,6 +309,7 @@ export class WorkerReportsService {
    */
   async complete(principal: Principal, id: string, body: CompleteInput): Promise<CompleteResult> {
     const exitStatus = body.exit_status ?? null;
+    const runtimeData = body.runtime_data ?? null;
     const holder = holderOf(principal, body.worker_id);
     return this.tx.run(async (m) => {
       // An outcome that cannot be retried (the common `done`) is locked and finished in one statement when the report
@@ -240,7 +318,16 @@ export class WorkerReportsService {
       const from = heldStatusesAllowing(body.status, body.termination_reason);
       const current = retryable
         ? null
-        : await this.subs.finishIfLatest(m, id, holder, from, body.status, body.termination_reason, exitStatus);
+        : await this.subs.finishIfLatest(
+            m,
+            id,
+            holder,
+            from,
+            body.status,
+            body.termination_reason,
+            exitStatus,
+            runtimeData,
+          );
       if (current?.finished) {
         const s = current.submission;
         await this.billing.closeAttempt(m, s.id);
@@ -268,6 +355,7 @@ export class WorkerReportsService {
       ) {
         throw transitionRefused(id, s.status, body.status, body.termination_reason);
       }
+      if (runtimeData) await this.subs.setRuntimeData(m, s, runtimeData);
       // Usage up to now, closed before the group counters and the run are locked (the lock order), so billing adds
       // nothing to the time those hot rows are held.
       await this.billing.closeAttempt(m, s.id);

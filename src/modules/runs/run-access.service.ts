@@ -70,6 +70,11 @@ export class RunAccessService {
     return this.runs.isLive(m, runId);
   }
 
+  /** Each run's name, by id. */
+  async runNames(m: EntityManager, runIds: string[]): Promise<Map<string, string>> {
+    return new Map((await this.runs.runNames(m, [...new Set(runIds)])).map((r) => [r.id, r.runName]));
+  }
+
   retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
     return this.runs.retryPolicy(m, runId);
   }

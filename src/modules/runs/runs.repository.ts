@@ -77,6 +77,17 @@ export class RunsRepository {
     return new Map(rows.map((r) => [r.id, r.projectId]));
   }
 
+  /** Names of runs, by id (what a worker hands its jobs as RUNPLANE_RUN_NAME). */
+  async runNames(m: EntityManager, runIds: string[]): Promise<{ id: string; runName: string }[]> {
+    if (runIds.length === 0) return [];
+    return preparedQuery<{ id: string; runName: string }>(
+      m,
+      'runs_names',
+      `SELECT id, run_name AS "runName" FROM runs WHERE id = ANY($1::uuid[])`,
+      [runIds],
+    );
+  }
+
   /** The run's retry policy (fixed at submission), read on each failed attempt. */
   async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
     const [row] = await preparedQuery<{ retry: RetryPolicy | null }>(

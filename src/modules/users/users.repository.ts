@@ -63,6 +63,16 @@ export class UsersRepository {
     return rows[0]?.token_hash;
   }
 
+  /** Deletes every token of the user; their hashes. */
+  async deleteTokensOf(manager: EntityManager, userId: string): Promise<string[]> {
+    const rows = await returning<{ token_hash: string }>(
+      manager,
+      'DELETE FROM api_tokens WHERE user_id = $1 RETURNING token_hash',
+      [userId],
+    );
+    return rows.map((r) => r.token_hash);
+  }
+
   async countUsers(manager: EntityManager): Promise<number> {
     return manager.getRepository(User).count();
   }

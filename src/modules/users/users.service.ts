@@ -123,6 +123,28 @@ export class UsersService {
   }
 
   /**
+   * A new token for the service account `name` (created if missing), every earlier token of it revoked: what the
+   * server's embedded worker gets at each start (the secret lives only in that process's memory). A user of that
+   * name that is not a service account is an error.
+   */
+  async renewServiceToken(name: string): Promise<string> {
+    const token = newToken();
+    const revoked = await this.dataSource.transaction(async (m) => {
+      // Serialises instances starting together, as the first admin's creation does.
+      await this.users.lockBootstrap(m);
+      let [user] = await this.users.findByNames([name], m);
+      if (user && user.globalRole !== 'service')
+        throw new Error(`the user ${name} exists and is not a service account: it can't be the embedded worker's`);
+      user ??= await this.users.insertUser(m, name, 'service');
+      const hashes = await this.users.deleteTokensOf(m, user.id);
+      await this.users.insertToken(m, user.id, hashToken(token));
+      return hashes;
+    });
+    for (const hash of revoked) this.recent.delete(hash);
+    return token;
+  }
+
+  /**
    * On an empty database, creates the first admin. Its token is RUNPLANE_ADMIN_TOKEN when set (automated
    * deployments), else random and printed once. Returns the new admin, or null when users already exist.
    */

@@ -11,11 +11,16 @@ import { HELD_STATUSES, QUEUED_STATUSES, SUBMISSION_STATUSES, type SubmissionSta
 export const QUEUED_PREDICATE = sqlIn('status', QUEUED_STATUSES);
 export const HELD_PREDICATE = sqlIn('status', HELD_STATUSES);
 export const RUNNING_PREDICATE = sqlIn('status', RUNNING_STATUSES);
+/** The queue as a worker without a container runtime sees it: its own partial index. */
+export const QUEUED_NO_CONTAINER_PREDICATE = `${QUEUED_PREDICATE} AND NOT needs_container`;
 
 /** One attempt of a job. */
 @Entity('job_submissions')
 @Index('uq_job_submissions_job_id_submission_num', ['jobId', 'submissionNum'], { unique: true })
 @Index('idx_job_submissions_queue', ['priority', 'submittedAt', 'id'], { where: QUEUED_PREDICATE })
+@Index('idx_job_submissions_queue_no_container', ['priority', 'submittedAt', 'id'], {
+  where: QUEUED_NO_CONTAINER_PREDICATE,
+})
 @Index('idx_job_submissions_lease', ['leaseExpiresAt'], { where: HELD_PREDICATE })
 @Index('idx_job_submissions_deadline', ['deadlineAt'], { where: `${RUNNING_PREDICATE} AND deadline_at IS NOT NULL` })
 @Index('idx_job_submissions_run_id_job_group_id', ['runId', 'jobGroupId'], { where: QUEUED_PREDICATE })
@@ -57,6 +62,10 @@ export class JobSubmission {
 
   @Column({ type: 'integer', default: 0 })
   gpu!: number;
+
+  /** The job's spec asks for an `image`: only a worker that declares a container runtime may claim it. */
+  @Column({ type: 'boolean', default: false })
+  needsContainer!: boolean;
 
   @Column({ type: 'timestamptz', default: () => 'now()' })
   submittedAt!: Date;

@@ -1,11 +1,15 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  IsArray,
   IsIn,
   IsInt,
   IsNumber,
   IsObject,
   IsString,
+  IsUUID,
   Matches,
   Max,
   Min,
@@ -24,8 +28,11 @@ import {
   WORKER_REPORTABLE_REASONS,
 } from '../../lifecycle/vocabulary';
 
-const WORKER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
-const WORKER_ID_RULE = 'must be 1-128 characters of letters, digits, _ . : @ -';
+export const WORKER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
+export const WORKER_ID_RULE = 'must be 1-128 characters of letters, digits, _ . : @ -';
+const CONTAINER_RUNTIME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+/** Submissions one batched heartbeat may name. */
+export const MAX_HEARTBEAT_SUBMISSIONS = 1000;
 
 /** The final statuses a worker may report, and for each the reasons it may carry (from the lifecycle's table). */
 export const REPORTED_STATUSES = FINISHED_STATUSES;
@@ -92,6 +99,20 @@ export class CapacityDto {
   gpu?: number;
 }
 
+export class WorkerCapabilitiesDto {
+  @ApiPropertyOptional({
+    pattern: CONTAINER_RUNTIME.source,
+    example: 'docker',
+    description:
+      'The container runtime this worker runs images with (e.g. `docker`, `podman`). Jobs whose spec has an `image` ' +
+      'are handed only to workers that declare one; without it, only jobs without an image.',
+  })
+  @Optional()
+  @IsString()
+  @Matches(CONTAINER_RUNTIME, { message: 'must be 1-64 characters of lower-case letters, digits, . _ -' })
+  container_runtime?: string;
+}
+
 const WORKER_ID_DOC = {
   pattern: WORKER_ID.source,
   description:
@@ -127,6 +148,16 @@ export class ClaimDto {
   @Min(1)
   @Max(100)
   limit?: number;
+
+  @ApiPropertyOptional({
+    type: () => WorkerCapabilitiesDto,
+    description: 'What the worker can run beyond plain processes. Absent: no container runtime.',
+  })
+  @Optional()
+  @IsObject()
+  @ValidateNested()
+  @Type(() => WorkerCapabilitiesDto)
+  capabilities?: WorkerCapabilitiesDto;
 }
 
 export class WorkerReportDto {
@@ -188,6 +219,33 @@ export class CompleteDto extends WorkerReportDto {
   @Min(-1_000_000)
   @Max(1_000_000)
   exit_status?: number;
+
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: true,
+    description:
+      'What the worker measured (e.g. exit_status, wall_s, cpu_s, peak_memory_mib): any JSON object up to 64 KiB, ' +
+      'stored as sent (replacing what heartbeats sent) when the report is accepted.',
+  })
+  @Optional()
+  @IsJsonObject(65536)
+  runtime_data?: Record<string, unknown>;
+}
+
+export class HeartbeatBatchDto {
+  @ApiProperty({
+    type: 'string',
+    format: 'uuid',
+    isArray: true,
+    minItems: 1,
+    maxItems: MAX_HEARTBEAT_SUBMISSIONS,
+    description: `The submissions this worker runs (at most ${MAX_HEARTBEAT_SUBMISSIONS}).`,
+  })
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(MAX_HEARTBEAT_SUBMISSIONS)
+  @IsUUID('all', { each: true, message: 'each must be a submission id (a UUID)' })
+  submissions!: string[];
 }
 
 export class ClaimedSubmissionView {
@@ -211,6 +269,9 @@ export class ClaimedSubmissionView {
 
   @ApiProperty()
   job_name!: string;
+
+  @ApiProperty({ description: "The run's name (RUNPLANE_RUN_NAME of the job's process)." })
+  run_name!: string;
 
   @ApiProperty({ type: 'integer', minimum: 0 })
   submission_num!: number;
@@ -241,6 +302,55 @@ export class HeartbeatView {
 
   @ApiProperty({ format: 'date-time' })
   lease_expires_at!: string;
+}
+
+export class HeartbeatBatchItemView {
+  @ApiProperty({ format: 'uuid' })
+  submission_id!: string;
+
+  @ApiProperty({
+    description:
+      'Whether this worker still holds the submission (claimed by it and this account, not finished). When false ' +
+      "(finished, e.g. by a lapsed lease or the time limit; another worker's; unknown), stop the process and " +
+      'report nothing for it.',
+  })
+  held!: boolean;
+
+  @ApiProperty({ description: "The submission's group, an ancestor or the run was cancelled: stop the work." })
+  cancel_requested!: boolean;
+
+  @ApiProperty({
+    type: String,
+    enum: ['terminated', 'aborted'],
+    nullable: true,
+    description: 'With `cancel_requested`: the status to report with `reason` once the process is stopped.',
+  })
+  status!: 'terminated' | 'aborted' | null;
+
+  @ApiProperty({
+    type: String,
+    enum: WORKER_REPORTABLE_REASONS,
+    nullable: true,
+    description: 'With `cancel_requested`: the termination reason to report (what the cancellation says).',
+  })
+  reason!: TerminationReason | null;
+
+  @ApiProperty({
+    type: String,
+    format: 'date-time',
+    nullable: true,
+    description: 'The renewed lease; null if not held.',
+  })
+  lease_expires_at!: string | null;
+}
+
+export class HeartbeatBatchView {
+  @ApiProperty({
+    type: () => HeartbeatBatchItemView,
+    isArray: true,
+    description: 'One answer per submission named, in the request order.',
+  })
+  submissions!: HeartbeatBatchItemView[];
 }
 
 export class RetrySubmissionView {

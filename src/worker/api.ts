@@ -1,0 +1,132 @@
+import { createRunplaneClient, type RunplaneClient, type Schemas } from '../client';
+import type { FinalReport } from './outcome';
+
+export type ClaimedSubmission = Schemas['ClaimedSubmissionView'];
+export type HeartbeatItem = Schemas['HeartbeatBatchItemView'];
+export interface Capacity {
+  cpu: number;
+  memory_mib: number;
+  gpu: number;
+}
+
+/** The server refused the worker's token (401) or its role (403): nothing will work until that is fixed. */
+export class TokenRefusedError extends Error {}
+
+/** A report's fate: accepted, or refused for good (the worker does not hold the submission: 404/409, or 4xx). */
+export type Delivery = 'accepted' | 'refused';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** An answer worth retrying: the server is starting, busy, rate-limiting, or unreachable. */
+const transient = (status: number) => status === 408 || status === 429 || status >= 500;
+
+/**
+ * The worker's side of the internal API, over the typed client (src/client): claim, running, the batched
+ * heartbeat, complete. Only the internal API, only HTTP. Reports are retried with backoff while the server is
+ * unreachable or busy, until accepted, refused, or their deadline passes.
+ */
+export class WorkerApi {
+  private readonly client: RunplaneClient;
+
+  constructor(
+    url: string,
+    token: string,
+    readonly workerId: string,
+    private readonly warn: (msg: string) => void = () => undefined,
+  ) {
+    this.client = createRunplaneClient(url, token);
+  }
+
+  /** Queued submissions that fit `capacity`; throws when the server can't be asked now (the caller waits). */
+  async claim(capacity: Capacity, limit: number, containerRuntime?: string): Promise<ClaimedSubmission[]> {
+    const { data, error, response } = await this.client.POST('/internal/v1/submissions/claim', {
+      body: {
+        worker_id: this.workerId,
+        capacity,
+        limit,
+        ...(containerRuntime ? { capabilities: { container_runtime: containerRuntime } } : {}),
+      },
+    });
+    this.checkToken(response.status);
+    if (!data) throw new Error(`claim: ${response.status} ${JSON.stringify(error)}`);
+    return data.submissions;
+  }
+
+  async running(
+    id: string,
+    provisioningData: Record<string, unknown>,
+    deadline: () => number,
+  ): Promise<Delivery | null> {
+    return this.deliver(`running ${id}`, deadline, () =>
+      this.client.POST('/internal/v1/submissions/{id}/running', {
+        params: { path: { id } },
+        body: { worker_id: this.workerId, provisioning_data: provisioningData },
+      }),
+    );
+  }
+
+  async complete(id: string, report: FinalReport, deadline: () => number): Promise<Delivery | null> {
+    return this.deliver(`complete ${id}`, deadline, () =>
+      this.client.POST('/internal/v1/submissions/{id}/complete', {
+        params: { path: { id } },
+        body: { worker_id: this.workerId, ...report } as Schemas['CompleteDto'],
+      }),
+    );
+  }
+
+  /** One heartbeat for all of `ids`; null when the server could not be reached (the next one will try again). */
+  async heartbeat(ids: string[]): Promise<HeartbeatItem[] | null> {
+    try {
+      const { data, error, response } = await this.client.POST('/internal/v1/workers/{worker_id}/heartbeat', {
+        params: { path: { worker_id: this.workerId } },
+        body: { submissions: ids },
+      });
+      this.checkToken(response.status);
+      if (data) return data.submissions;
+      this.warn(`heartbeat: ${response.status} ${JSON.stringify(error)}`);
+    } catch (err) {
+      if (err instanceof TokenRefusedError) throw err;
+      this.warn(`heartbeat: ${String(err)}`);
+    }
+    return null;
+  }
+
+  /**
+   * Sends a report until it is accepted or refused; null when the deadline (asked again before each retry: it may
+   * move closer, e.g. when the worker stops) passed first. Backoff from 100 ms, doubling up to 5 s.
+   */
+  private async deliver(
+    what: string,
+    deadline: () => number,
+    send: () => Promise<{ response: Response; error?: unknown }>,
+  ): Promise<Delivery | null> {
+    for (let wait = 100; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        const { response, error } = await send();
+        this.checkToken(response.status);
+        if (response.ok) return 'accepted';
+        if (!transient(response.status)) {
+          // 404/409: the submission is no longer this worker's; anything else would fail again the same way.
+          if (response.status !== 404 && response.status !== 409)
+            this.warn(`${what}: refused ${response.status} ${JSON.stringify(error)}`);
+          return 'refused';
+        }
+        this.warn(`${what}: ${response.status}, retrying`);
+      } catch (err) {
+        if (err instanceof TokenRefusedError) throw err;
+        this.warn(`${what}: ${String(err)}, retrying`);
+      }
+      if (Date.now() + wait > deadline()) return null;
+      await sleep(wait);
+    }
+  }
+
+  private checkToken(status: number): void {
+    if (status === 401 || status === 403)
+      throw new TokenRefusedError(
+        status === 401
+          ? 'the server refused the token (401): pass a service account token with --token or RUNPLANE_TOKEN'
+          : 'the token is not a service account token (403): workers need one (global role "service")',
+      );
+  }
+}
