@@ -43,7 +43,8 @@ describe('claim: capacity fitting and priority order', () => {
     const res = await t.http
       .post('/internal/v1/submissions/claim')
       .set(service.auth)
-      .send({ worker_id: uniqueName('w'), capacity, limit });
+      // The factory's job spec names an image: only a claimer with a container runtime gets it.
+      .send({ worker_id: uniqueName('w'), capacity, limit, capabilities: { container_runtime: 'docker' } });
     expect(res.status).toBe(200);
     return res.body.submissions;
   };

@@ -18,7 +18,7 @@ describe('worker API: batched heartbeats, container capability, run names, runti
   let admin: TestUser;
   let project: string;
   beforeAll(async () => {
-    t = await createTestApp();
+    t = await createTestApp({}, { ownDatabase: 'heartbeats' });
     owner = await t.user();
     service = await t.user('service');
     other = await t.user('service');

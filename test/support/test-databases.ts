@@ -78,6 +78,7 @@ export const OWN_DATABASES = [
   'executor',
   'recovery',
   'serveworker',
+  'heartbeats',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
