@@ -1,14 +1,9 @@
 import { isUtf8 } from 'node:buffer';
 import { type ApiError, createRunplaneClient, type RunplaneClient } from '../client';
 
-export type LogStreamName = 'stdout' | 'stderr';
+import type { LogSink, OutputStream } from './log-sink';
 
-/** What an executor writes a submission's output to (the worker's LogSink). */
-export interface LogSink {
-  write(stream: LogStreamName, chunk: Buffer): void;
-  close(): Promise<void>;
-  readonly quotaExceeded: boolean;
-}
+export type LogStreamName = OutputStream;
 
 export interface LogShipperOptions {
   /** The server, e.g. http://127.0.0.1:3000. */

@@ -16,12 +16,3 @@ export interface LogSinkContext {
 }
 
 export type LogSinkFactory = (context: LogSinkContext) => LogSink;
-
-/** The default sink: output is read (so the job never blocks on a full pipe) and dropped. */
-export class DiscardSink implements LogSink {
-  readonly quotaExceeded = false;
-  write(): void {}
-  async close(): Promise<void> {}
-}
-
-export const discardSinks: LogSinkFactory = () => new DiscardSink();
