@@ -92,7 +92,7 @@ async function withSuiteEnv<T>(vars: Record<string, string>, fn: () => Promise<T
     return await fn();
   } finally {
     for (const [k, v] of Object.entries(before)) {
-      if (v === undefined) delete process.env[k];
+      if (v === undefined) Reflect.deleteProperty(process.env, k);
       else process.env[k] = v;
     }
   }

@@ -79,7 +79,7 @@ linux('the runplane worker ships what jobs print; the logs route reads it back',
   const spec = (commands: string[]) => ({ commands, resources: { cpu: 1, memory_mib: 256 } });
   const submit = (app: TestApp, body: RunBody) => makeRun(app, owner, project, { priority: 1000, ...body });
 
-  it(`a job printing ${LINES.toLocaleString('en-US')} lines on each stream, interleaved: both read back byte for byte, in order, paged and followed`, async () => {
+  it('a job printing 200,000 lines on each stream, interleaved: both read back byte for byte, in order', async () => {
     const run = await submit(t, {
       jobs: [
         {
