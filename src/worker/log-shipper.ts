@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { type ApiError, createRunplaneClient, type RunplaneClient } from '../client';
 
+import { workerFetch } from './http-fetch';
 import type { LogSink, OutputStream } from './log-sink';
 
 export type LogStreamName = OutputStream;
@@ -35,7 +36,7 @@ export interface LogShipperOptions {
   requestTimeoutMs?: number;
   /** How long close() keeps trying to deliver what is left (default 60 s); then the rest is given up. */
   closeTimeoutMs?: number;
-  /** Another fetch (tests, proxies); the default is the global one. */
+  /** Another fetch (tests, proxies); the default is the worker's (http-fetch.ts). */
   fetch?: (input: Request) => Promise<Response>;
   /** Told about output that could not be delivered and why (default: nothing). */
   onWarning?: (message: string) => void;
@@ -143,7 +144,7 @@ export class LogShipper implements LogSink {
       closeTimeoutMs: 60_000,
       ...options,
     };
-    this.api = createRunplaneClient(options.url, options.token, options.fetch ? { fetch: options.fetch } : {});
+    this.api = createRunplaneClient(options.url, options.token, { fetch: options.fetch ?? workerFetch });
     this.quotaReached = new Promise((resolve) => (this.signalQuota = resolve));
   }
 
