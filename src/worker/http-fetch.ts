@@ -4,13 +4,20 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 export type Fetch = (input: Request) => Promise<Response>;
 
 /**
+ * A request whose connection is silent this long fails (a TypeError, as fetch's network errors: the callers retry).
+ * The global fetch's own limits (undici's head and body timeouts) are 300 s; a worker waiting that long on a lost
+ * answer would hold its job's report, or all its heartbeats, for as long.
+ */
+const IDLE_TIMEOUT_MS = 60_000;
+
+/**
  * `fetch` for the worker's typed clients, over node:http keep-alive connections. A worker sends a few requests per
  * job (claim, running, complete, its log chunks), and the global fetch (undici, with its WHATWG streams) spent about
  * 5 ms of CPU on each on a busy 2-core machine: on the event loop the embedded worker shares with its server. It
  * keeps fetch's contract where the clients rely on it: network trouble rejects with a TypeError, an aborted signal
  * rejects with its reason, the answer is a Response.
  */
-export function nodeHttpFetch(): Fetch {
+export function nodeHttpFetch(idleTimeoutMs = IDLE_TIMEOUT_MS): Fetch {
   const http = new Agent({ keepAlive: true });
   const https = new HttpsAgent({ keepAlive: true });
   return async (input) => {
@@ -50,6 +57,7 @@ export function nodeHttpFetch(): Fetch {
       const options = { method: input.method, headers, agent: secure ? https : http };
       const req = secure ? httpsRequest(url, options, answer) : httpRequest(url, options, answer);
       signal.addEventListener('abort', onAbort, { once: true });
+      req.setTimeout(idleTimeoutMs, () => req.destroy(new Error(`no answer for ${idleTimeoutMs} ms`)));
       req.on('error', fail);
       req.end(body);
     });
