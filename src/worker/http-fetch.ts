@@ -42,6 +42,8 @@ export function nodeHttpFetch(idleTimeoutMs = IDLE_TIMEOUT_MS): Fetch {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', fail);
+        // Cut before its end: a network error, whatever Node reported (or not) on the way.
+        res.on('close', () => res.complete || fail(new Error('the answer was cut short')));
         res.on('end', () => {
           signal.removeEventListener('abort', onAbort);
           const status = res.statusCode ?? 0;
