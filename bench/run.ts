@@ -5,6 +5,7 @@ import { runBoundedPage } from './bounded-page';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
+import { runWorker, WORKER_BENCH_ENV } from './worker';
 import {
   ADMIN_URL,
   BenchEnv,
@@ -28,7 +29,10 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   lifecycle: runLifecycle,
   billing: runBilling,
   'bounded-page': runBoundedPage,
+  worker: runWorker,
 };
+/** Server settings a suite needs, set while its app starts and restored after it. */
+const SUITE_ENV: Record<string, Record<string, string>> = { worker: WORKER_BENCH_ENV };
 
 async function main(argv: string[]): Promise<number> {
   const args = argv.filter((a) => a !== '--');
@@ -59,7 +63,7 @@ async function main(argv: string[]): Promise<number> {
   const failures: string[] = [];
   for (const name of selected) {
     try {
-      results.push(...(await withBenchEnv(name, SUITES[name])));
+      results.push(...(await withSuiteEnv(SUITE_ENV[name] ?? {}, () => withBenchEnv(name, SUITES[name]))));
     } catch (err) {
       if (isInterrupted()) return new Promise<number>(() => undefined); // the signal handler exits once cleaned up
       const message = err instanceof Error ? (err.stack ?? err.message) : String(err);
@@ -79,6 +83,19 @@ async function main(argv: string[]): Promise<number> {
     ],
   );
   return failures.length > 0 ? 1 : 0;
+}
+
+async function withSuiteEnv<T>(vars: Record<string, string>, fn: () => Promise<T>): Promise<T> {
+  const before = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, vars);
+  try {
+    return await fn();
+  } finally {
+    for (const [k, v] of Object.entries(before)) {
+      if (v === undefined) Reflect.deleteProperty(process.env, k);
+      else process.env[k] = v;
+    }
+  }
 }
 
 main(process.argv.slice(2)).then(

@@ -146,6 +146,16 @@ export class Env {
   @Max(86400)
   RUNPLANE_LOG_GRACE_SECONDS: number = 60;
 
+  /**
+   * Log chunks are committed without waiting for their WAL flush (`synchronous_commit = off` for that transaction):
+   * a PostgreSQL crash may lose the last fraction of a second of chunks (atomically: lengths with bytes, so the
+   * stream stays whole and the worker carries on from the length the server has), never other data; a submission's
+   * final report, committed synchronously, makes every chunk before it durable. `false`: each chunk waits its flush.
+   */
+  @Transform(toBool)
+  @IsBoolean({ message: 'must be true or false' })
+  RUNPLANE_LOG_ASYNC_COMMIT: boolean = true;
+
   /** `serve` also runs one worker (this machine's capacity) that executes jobs as local processes. */
   @Transform(toBool)
   @IsBoolean({ message: 'must be true or false' })

@@ -1,4 +1,5 @@
 import { createRunplaneClient, type RunplaneClient, type Schemas } from '../client';
+import { workerFetch } from './http-fetch';
 import type { FinalReport } from './outcome';
 
 export type ClaimedSubmission = Schemas['ClaimedSubmissionView'];
@@ -34,7 +35,7 @@ export class WorkerApi {
     readonly workerId: string,
     private readonly warn: (msg: string) => void = () => undefined,
   ) {
-    this.client = createRunplaneClient(url, token);
+    this.client = createRunplaneClient(url, token, { fetch: workerFetch });
   }
 
   /** Queued submissions that fit `capacity`; throws when the server can't be asked now (the caller waits). */

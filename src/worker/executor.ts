@@ -1,6 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -88,12 +87,13 @@ export class Execution {
 
   /** Starts the job; rejects if its process could not be started (no bash, working directory not writable). */
   static async start(spec: ExecutionSpec): Promise<Execution> {
-    mkdirSync(spec.jobDir, { recursive: true });
-    mkdirSync(spec.scriptDir, { recursive: true });
+    // Asynchronous (the thread pool's), as every file operation per job: the event loop is the embedded worker's
+    // server's too.
+    await Promise.all([mkdir(spec.jobDir, { recursive: true }), mkdir(spec.scriptDir, { recursive: true })]);
     const script = join(spec.scriptDir, `${spec.name}.sh`);
     const times = join(spec.scriptDir, `${spec.name}.times`);
     // Readable by the container's user too (the image may not run as this worker's user); its directory is not.
-    writeFileSync(script, jobScript(spec.commands), { mode: spec.container ? 0o644 : 0o600 });
+    await writeFile(script, jobScript(spec.commands), { mode: spec.container ? 0o644 : 0o600 });
     // A process: the wrapper runs the script itself; a container: the runtime's command, which runs it inside.
     const run = spec.container
       ? ['', ...containerCommand(spec.container, spec.jobDir, script, spec.containerVariables ?? [])]
@@ -150,6 +150,9 @@ export class Execution {
     for (const t of this.timers) clearTimeout(t);
     // The job is over: nothing it left behind in its group (or cgroup) may outlive it.
     this.kill();
+    // Read the rest of its output whatever the sink's backlog (see pipe): the drain below must not wait on it.
+    this.stdout.resume();
+    this.stderr.resume();
     await Promise.race([Promise.all(drained), new Promise((r) => setTimeout(r, DRAIN_MS))]);
     this.stdout.destroy();
     this.stderr.destroy();
@@ -163,7 +166,7 @@ export class Execution {
         ? null
         : spec.memory.mode === 'cgroup'
           ? spec.memory.cpuSeconds()
-          : (readTimes(this.timesFile) ?? spec.memory.cpuSeconds()),
+          : ((await readTimes(this.timesFile)) ?? spec.memory.cpuSeconds()),
       peakMemoryMib: spec.memory.peakMib(),
       memoryMode: spec.container ? 'container' : spec.memory.mode,
       stoppedBy: this.stoppedBy,
@@ -182,6 +185,13 @@ export class Execution {
     stream.on('data', (chunk: Buffer) => {
       this.spec.sink.write(name, chunk);
       this.checkQuota();
+      // The sink is behind: stop reading until it has room (the job blocks on a full pipe meanwhile). Once the
+      // job has exited, what is left in the pipe is read at once (the sink holds it): nothing waits on it any more.
+      const room = this.exited ? undefined : this.spec.sink.whenWritable?.(name);
+      if (room) {
+        stream.pause();
+        void room.then(() => stream.resume());
+      }
     });
     return new Promise((resolve) => {
       stream.once('end', resolve);
@@ -202,9 +212,9 @@ export function removeContainer(runtime: string, name: string): void {
   child.unref();
 }
 
-function readTimes(file: string): number | null {
+async function readTimes(file: string): Promise<number | null> {
   try {
-    return parseTimes(readFileSync(file, 'utf8'));
+    return parseTimes(await readFile(file, 'utf8'));
   } catch {
     return null;
   }

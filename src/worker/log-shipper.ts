@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { type ApiError, createRunplaneClient, type RunplaneClient } from '../client';
 
+import { workerFetch } from './http-fetch';
 import type { LogSink, OutputStream } from './log-sink';
 
 export type LogStreamName = OutputStream;
@@ -16,9 +17,17 @@ export interface LogShipperOptions {
   flushBytes?: number;
   /** Send what waits at least this often (default 200 ms). */
   flushIntervalMs?: number;
-  /** The biggest chunk sent (default 256 KiB; the server takes up to 1 MiB). */
+  /**
+   * The biggest chunk sent (default 1 MiB, the server's limit): what piles up while a chunk is in flight goes in
+   * the next one, so a job printing fast pays the per-request cost (HTTP, a transaction) once per MiB.
+   */
   maxChunkBytes?: number;
-  /** Unsent bytes held per stream (the server unreachable meanwhile); more output is dropped (default 64 MiB). */
+  /** Unsent bytes of a stream past which whenWritable() asks the writer to wait (default 4 MiB). */
+  highWaterBytes?: number;
+  /**
+   * Unsent bytes held per stream from a writer that ignores whenWritable(); more output is dropped (default
+   * 64 MiB).
+   */
   maxBufferedBytes?: number;
   /** First and longest pause between tries of a chunk the network or a busy server refused (100 ms, 5 s). */
   retryMinMs?: number;
@@ -27,7 +36,7 @@ export interface LogShipperOptions {
   requestTimeoutMs?: number;
   /** How long close() keeps trying to deliver what is left (default 60 s); then the rest is given up. */
   closeTimeoutMs?: number;
-  /** Another fetch (tests, proxies); the default is the global one. */
+  /** Another fetch (tests, proxies); the default is the worker's (http-fetch.ts). */
   fetch?: (input: Request) => Promise<Response>;
   /** Told about output that could not be delivered and why (default: nothing). */
   onWarning?: (message: string) => void;
@@ -52,6 +61,14 @@ class Pending {
   timer: NodeJS.Timeout | undefined;
   /** 409s in a row that moved nothing: a server and a shipper that disagree for good. */
   fruitless = 0;
+  /** A writer waiting for room (whenWritable), told once the backlog is down to half the high-water mark. */
+  room: { promise: Promise<void>; resolve: () => void } | undefined;
+
+  /** Tells a waiting writer there is room again. */
+  release(): void {
+    this.room?.resolve();
+    this.room = undefined;
+  }
 
   push(b: Buffer): void {
     this.parts.push(b);
@@ -90,11 +107,13 @@ class Pending {
 
 /**
  * Ships one submission's stdout and stderr to the server in chunks with byte offsets: batched by size (64 KiB) and
- * time (200 ms), one request in flight per stream so each stream arrives in order. A chunk the network lost (or a
- * busy server refused) is sent again with the same offset (the server stores it once); a 409 tells how much the
- * server holds and the shipper carries on from there; a 413 `LOG_QUOTA_EXCEEDED` stops it and sets `quotaExceeded`
- * (and resolves `quotaReached`): the executor then ends the job as failed/log_quota_exceeded. `close()` delivers
- * what is left. Chunks are cut on UTF-8 character boundaries where the text allows, so that pages read back as text.
+ * time (200 ms), one request in flight per stream so each stream arrives in order; what piles up meanwhile goes in
+ * the next chunk (up to 1 MiB), and past 4 MiB waiting, whenWritable() asks the writer to wait. A chunk the network
+ * lost (or a busy server refused) is sent again with the same offset (the server stores it once); a 409 tells how
+ * much the server holds and the shipper carries on from there; a 413 `LOG_QUOTA_EXCEEDED` stops it and sets
+ * `quotaExceeded` (and resolves `quotaReached`): the executor then ends the job as failed/log_quota_exceeded.
+ * `close()` delivers what is left. Chunks are cut on UTF-8 character boundaries where the text allows, so that pages
+ * read back as text.
  */
 export class LogShipper implements LogSink {
   private readonly api: RunplaneClient;
@@ -116,7 +135,8 @@ export class LogShipper implements LogSink {
     this.o = {
       flushBytes: 64 * 1024,
       flushIntervalMs: 200,
-      maxChunkBytes: 256 * 1024,
+      maxChunkBytes: 1024 * 1024,
+      highWaterBytes: 4 * 1024 * 1024,
       maxBufferedBytes: 64 * 1024 * 1024,
       retryMinMs: 100,
       retryMaxMs: 5000,
@@ -124,7 +144,7 @@ export class LogShipper implements LogSink {
       closeTimeoutMs: 60_000,
       ...options,
     };
-    this.api = createRunplaneClient(options.url, options.token, options.fetch ? { fetch: options.fetch } : {});
+    this.api = createRunplaneClient(options.url, options.token, { fetch: options.fetch ?? workerFetch });
     this.quotaReached = new Promise((resolve) => (this.signalQuota = resolve));
   }
 
@@ -165,9 +185,21 @@ export class LogShipper implements LogSink {
     else s.timer ??= setTimeout(() => this.kick(stream), this.o.flushIntervalMs);
   }
 
+  whenWritable(stream: LogStreamName): Promise<void> | undefined {
+    const s = this.streams[stream];
+    if (this.stopped || this.closing || s.bytes < this.o.highWaterBytes) return undefined;
+    if (!s.room) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      s.room = { promise, resolve };
+    }
+    return s.room.promise;
+  }
+
   /** Delivers what is left (within closeTimeoutMs), then stops. Later writes are dropped. */
   async close(): Promise<void> {
     this.closing = true;
+    for (const s of Object.values(this.streams)) s.release();
     const delivered = Promise.all(STREAMS.map((name) => this.kick(name)));
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>(
@@ -274,6 +306,7 @@ export class LogShipper implements LogSink {
   private advance(s: Pending, accepted: number): void {
     if (accepted >= s.base) {
       s.drop(Math.min(accepted - s.base, s.bytes));
+      if (s.bytes <= this.o.highWaterBytes / 2) s.release();
     } else {
       this.warn(`bytes ${accepted}..${s.base} never reached the server; continuing from ${accepted}`);
     }
@@ -311,6 +344,7 @@ export class LogShipper implements LogSink {
       clearTimeout(s.timer);
       this.droppedBytes += s.bytes;
       s.drop(s.bytes);
+      s.release();
     }
     if (!this.quota) this.warn(`log shipping stopped: ${reason}`);
   }

@@ -14,7 +14,13 @@ export type MemoryMode = 'cgroup' | 'rss' | 'off';
 export type MemoryEnforcementOption = 'auto' | 'rss' | 'off';
 
 const MIB = 1024 * 1024;
+/** A first look this soon after a start (shared by the jobs starting meanwhile): a short job may end before another. */
 const FIRST_SAMPLE_MS = 50;
+/**
+ * ...but never sooner than this after the previous pass over /proc: a pass reads every process's stat file, and with
+ * jobs starting every few ms one pass per start cost more CPU than the jobs (and the embedded server's event loop).
+ */
+const MIN_SAMPLE_GAP_MS = 250;
 
 export interface JobMemory {
   readonly mode: MemoryMode;
@@ -48,6 +54,7 @@ export class MemoryEnforcer {
   private readonly cgroups = new Set<JobCgroup>();
   private timer: NodeJS.Timeout | null = null;
   private soon: NodeJS.Timeout | null = null;
+  private lastSample = -Infinity;
 
   private constructor(
     readonly mode: MemoryMode,
@@ -103,10 +110,13 @@ export class MemoryEnforcer {
         this.groups.set(group, last);
         this.ensureTimer();
         // A first look soon after the start (shared by jobs starting together): a short job may end before the next.
-        this.soon ??= setTimeout(() => {
-          this.soon = null;
-          this.sample();
-        }, FIRST_SAMPLE_MS).unref();
+        this.soon ??= setTimeout(
+          () => {
+            this.soon = null;
+            this.sample();
+          },
+          Math.max(FIRST_SAMPLE_MS, this.lastSample + MIN_SAMPLE_GAP_MS - performance.now()),
+        ).unref();
       },
       peakMib: () => (last?.peakBytes != null ? last.peakBytes / MIB : null),
       cpuSeconds: () => (last ? last.cpuTicks / CLOCK_TICKS_PER_SECOND : null),
@@ -133,6 +143,7 @@ export class MemoryEnforcer {
     }
     for (const cg of this.cgroups) cg.sample();
     if (this.groups.size === 0) return;
+    this.lastSample = performance.now();
     const totals = new Map<number, { rss: number; cpu: number }>();
     for (const p of listProcesses()) {
       if (!this.groups.has(p.pgrp)) continue;

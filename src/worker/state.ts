@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from 'node:fs';
+import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { removeContainer } from './executor';
 import { bootId, groupAlive, readStat, signalGroup } from './proc';
@@ -22,50 +23,89 @@ interface StateFile {
 
 /**
  * The worker's state file (`<work dir>/<worker id>/state.json`): the process groups of the jobs it runs, rewritten
- * (atomically: a temporary file renamed over it) whenever a job starts or ends. A worker restarted after a crash
+ * (atomically: a temporary file renamed over it) after a job starts or ends. A worker restarted after a crash
  * reads it to kill what its previous process left running.
+ *
+ * Writes are asynchronous and coalesced: one write in flight, then one more with every change made meanwhile. A
+ * rename over an existing file costs a flush on ext4 (several ms on a busy disk): done synchronously twice per job,
+ * it held up the worker's event loop (and the embedded worker's server) for every job. The price is a window of a
+ * few milliseconds after a job starts in which a crash of the worker would leave it unrecorded.
  */
 export class WorkerState {
   private readonly file: string;
+  private readonly tmp: string;
   private readonly jobs = new Map<string, JobRecord>();
+  private readonly boot = bootId();
+  private writing: Promise<void> | null = null;
+  private dirty = false;
 
-  constructor(readonly dir: string) {
+  /** `onError`: a write that failed (the next change tries again). */
+  constructor(
+    readonly dir: string,
+    private readonly onError: (err: unknown) => void = () => undefined,
+  ) {
     mkdirSync(dir, { recursive: true });
     this.file = join(dir, 'state.json');
+    this.tmp = `${this.file}.${process.pid}.tmp`;
   }
 
   /** What the previous process left, if it ran in this boot (after a reboot none of its processes can be alive). */
   previous(): Record<string, JobRecord> {
     try {
       const state = JSON.parse(readFileSync(this.file, 'utf8')) as StateFile;
-      if (state.boot_id !== bootId()) return {};
+      if (state.boot_id !== this.boot) return {};
       return state.jobs ?? {};
     } catch {
       return {};
     }
   }
 
+  /** Records a running job; the file is written soon after (`flushed()` waits for it). */
   add(submissionId: string, record: JobRecord): void {
     this.jobs.set(submissionId, record);
-    this.write();
+    this.schedule();
   }
 
   remove(submissionId: string): void {
     this.jobs.delete(submissionId);
-    this.write();
+    this.schedule();
   }
 
-  /** Forgets everything (after the previous process's jobs were dealt with). */
+  /** Forgets everything (after the previous process's jobs were dealt with), on disk before it returns. */
   reset(): void {
     this.jobs.clear();
-    this.write();
+    writeFileSync(this.tmp, this.content(), { mode: 0o600 });
+    renameSync(this.tmp, this.file);
   }
 
-  private write(): void {
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    const state: StateFile = { boot_id: bootId(), jobs: Object.fromEntries(this.jobs) };
-    writeFileSync(tmp, JSON.stringify(state), { mode: 0o600 });
-    renameSync(tmp, this.file);
+  /** Settles once every change made so far is on disk (or its write failed). */
+  async flushed(): Promise<void> {
+    while (this.writing) await this.writing;
+  }
+
+  private content(): string {
+    const state: StateFile = { boot_id: this.boot, jobs: Object.fromEntries(this.jobs) };
+    return JSON.stringify(state);
+  }
+
+  private schedule(): void {
+    this.dirty = true;
+    this.writing ??= this.writeLoop();
+  }
+
+  private async writeLoop(): Promise<void> {
+    try {
+      while (this.dirty) {
+        this.dirty = false;
+        await writeFile(this.tmp, this.content(), { mode: 0o600 });
+        await rename(this.tmp, this.file);
+      }
+    } catch (err) {
+      this.onError(err);
+    } finally {
+      // In the same turn as the last look at `dirty`: a change from now on starts a new write.
+      this.writing = null;
+    }
   }
 }
 

@@ -94,7 +94,10 @@ export class Worker {
     this.api = new WorkerApi(options.url, options.token, options.workerId, (msg) => log.warn({}, msg));
     this.memory = MemoryEnforcer.create(options.memoryEnforcement);
     this.stateDir = join(resolve(options.workDir), options.workerId);
-    this.state = new WorkerState(this.stateDir);
+    // A state file that can't be written (disk full) costs only the clean-up after a crash: the jobs go on.
+    this.state = new WorkerState(this.stateDir, (err) =>
+      log.warn({ err: String(err) }, 'could not write the state file'),
+    );
     this.fatal = new Promise((resolve) => (this.failWith = resolve));
   }
 
@@ -136,6 +139,7 @@ export class Worker {
     this.wakeHeartbeats();
     await this.loops[1];
     this.memory.stop();
+    await this.state.flushed();
     this.lock?.release();
   }
 
@@ -295,14 +299,12 @@ export class Worker {
       return;
     }
     job.exec = exec;
-    this.saveState(s.id, () =>
-      this.state.add(s.id, {
-        pgid: exec.pid,
-        startTicks: readStat(exec.pid)?.startTicks ?? null,
-        cgroup: memory.procsFile ? join(memory.procsFile, '..') : null,
-        container: container ? { runtime: container.runtime, name: container.name } : null,
-      }),
-    );
+    this.state.add(s.id, {
+      pgid: exec.pid,
+      startTicks: readStat(exec.pid)?.startTicks ?? null,
+      cgroup: memory.procsFile ? join(memory.procsFile, '..') : null,
+      container: container ? { runtime: container.runtime, name: container.name } : null,
+    });
     if (job.pendingStop) exec.stop(job.pendingStop);
     this.log.info(
       {
@@ -329,7 +331,7 @@ export class Worker {
     else exec.stop({ kind: 'lost' });
     const result = await exec.done;
     job.reporting = true;
-    this.saveState(s.id, () => this.state.remove(s.id));
+    this.state.remove(s.id);
     this.wakeClaims();
     const report = outcomeOf(result, job.started, spec.resources.memory_mib);
     this.log.info(
@@ -337,15 +339,6 @@ export class Worker {
       report ? `job ended: ${report.status} (${report.termination_reason})` : 'job ended (not reported: not held)',
     );
     if (report) await this.report(s.id, report, deadline);
-  }
-
-  /** A state file that can't be written (disk full) costs only the clean-up after a crash: the job goes on. */
-  private saveState(submissionId: string, write: () => void): void {
-    try {
-      write();
-    } catch (err) {
-      this.log.warn({ submission_id: submissionId, err: String(err) }, 'could not write the state file');
-    }
   }
 
   private async report(id: string, report: FinalReport, deadline: () => number): Promise<void> {

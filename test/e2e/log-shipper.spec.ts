@@ -90,9 +90,9 @@ describe('log shipper', () => {
     expect(log.lastCursor).toBeNull();
     // One stream at a time, in byte order, reads the same.
     expect((await readLog(t, owner, path, { stream: 'stderr' })).stderr.equals(expected.stderr)).toBe(true);
-    // Batched: chunks of at most 256 KiB, not one per line; text chunks cut between characters read as text.
+    // Batched: chunks of at most 1 MiB, not one per line; text chunks cut between characters read as text.
     const rows = await chunkRows(s.id);
-    for (const r of rows) expect(r.biggest).toBeLessThanOrEqual(256 * 1024);
+    for (const r of rows) expect(r.biggest).toBeLessThanOrEqual(1024 * 1024);
     expect(rows.reduce((n: number, r: { n: number }) => n + r.n, 0)).toBeLessThan(200);
     expect(log.items.filter((i) => i.encoding === 'base64').length).toBe(1); // only the chunk with \xff\xfe\x00
     expect(shipper.accepted).toEqual({ stdout: expected.stdout.length, stderr: expected.stderr.length });
@@ -113,6 +113,32 @@ describe('log shipper', () => {
     expect(rows.n).toBeGreaterThan(1);
     expect(rows.n).toBeLessThan(20);
     await shipper.close();
+    await worker.complete(s.id, DONE);
+  });
+
+  it('asks a fast writer to wait past its high-water mark, and says when there is room again', async () => {
+    const { worker, s, shipper, path } = await shipping({ highWaterBytes: 256 * 1024, maxChunkBytes: 64 * 1024 });
+    const line = Buffer.from(`${'z'.repeat(1023)}\n`);
+    const written: Buffer[] = [];
+    let waits = 0;
+    // A writer that honours whenWritable, as the executor does with a job's pipe: 4 MiB, never more than the
+    // high-water mark (plus one write) waiting.
+    for (let i = 0; i < 4096; i++) {
+      shipper.write('stdout', line);
+      written.push(line);
+      const room = shipper.whenWritable('stdout');
+      if (room) {
+        waits++;
+        await room;
+        expect(shipper.whenWritable('stdout')).toBeUndefined();
+      }
+    }
+    expect(waits).toBeGreaterThan(0);
+    await shipper.close();
+    expect((await readLog(t, owner, path)).stdout.equals(Buffer.concat(written))).toBe(true);
+    expect([shipper.dropped, shipper.failure]).toEqual([0, undefined]);
+    // A stopped or closed shipper never asks anyone to wait.
+    expect(shipper.whenWritable('stdout')).toBeUndefined();
     await worker.complete(s.id, DONE);
   });
 

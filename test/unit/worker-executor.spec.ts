@@ -150,6 +150,36 @@ linux('the executor runs jobs as real processes', () => {
     expect(result.stoppedBy).toEqual({ kind: 'log_quota' });
   });
 
+  it('waits for a sink that is behind: the job blocks on its output (nothing dropped), then goes on', async () => {
+    // A sink with room for 1 MiB until released: past that the executor stops reading the pipe.
+    class SlowSink extends CapturingSink {
+      gate: { promise: Promise<void>; open: () => void };
+      constructor() {
+        super();
+        let open!: () => void;
+        this.gate = { promise: new Promise<void>((r) => (open = r)), open };
+      }
+      bytes = () => this.chunks.reduce((n, c) => n + c.data.length, 0);
+      whenWritable(): Promise<void> | undefined {
+        return this.bytes() >= 1024 * 1024 ? this.gate.promise : undefined;
+      }
+    }
+    const sink = new SlowSink();
+    const total = 8 * 1024 * 1024;
+    const { exec } = start([`head -c ${total} /dev/zero | tr '\\0' x`, 'echo " written"'], { sink });
+    const e = await exec;
+    let ended = false;
+    void e.done.then(() => (ended = true));
+    await new Promise((r) => setTimeout(r, 1000));
+    // Blocked: the sink holds about its 1 MiB (plus what one read took), the job has not finished writing.
+    expect(ended).toBe(false);
+    expect(sink.bytes()).toBeLessThan(2 * 1024 * 1024);
+    sink.gate.open();
+    const result = await e.done;
+    expect(result).toMatchObject({ exitStatus: 0, stoppedBy: null });
+    expect(sink.text('stdout')).toBe(`${'x'.repeat(total)} written\n`);
+  });
+
   it('fails to start where it cannot (its working directory cannot be made)', async () => {
     const file = join(dir, 'a-file');
     writeFileSync(file, '');

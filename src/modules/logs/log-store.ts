@@ -58,7 +58,8 @@ export interface LogStore {
   /**
    * Taken by every writer before it checks that the run still exists; the run's deletion takes it exclusively
    * (deleteRun): a chunk committed either before the deletion (and is deleted with the run) or after it (and
-   * sees the run deleted). Held until the transaction ends.
+   * sees the run deleted). Held until the transaction ends. Being the write's first statement, it also sets
+   * whether the write's commit waits for its WAL flush (RUNPLANE_LOG_ASYNC_COMMIT).
    */
   lockRunForWrite(m: EntityManager, runId: string): Promise<void>;
 

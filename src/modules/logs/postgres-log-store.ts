@@ -46,10 +46,13 @@ export class PostgresLogStore implements LogStore, OnModuleDestroy {
   }
 
   async lockRunForWrite(m: EntityManager, runId: string): Promise<void> {
-    await preparedQuery(m, 'logs_lock_run_shared', `SELECT pg_advisory_xact_lock_shared($1, hashtext($2))`, [
-      RUN_LOGS_LOCK,
-      runId,
-    ]);
+    // The write's first statement also sets how it commits (RUNPLANE_LOG_ASYNC_COMMIT): no extra round trip.
+    await preparedQuery(
+      m,
+      'logs_lock_run_shared',
+      `SELECT pg_advisory_xact_lock_shared($1, hashtext($2)), set_config('synchronous_commit', $3, true)`,
+      [RUN_LOGS_LOCK, runId, this.env.RUNPLANE_LOG_ASYNC_COMMIT ? 'off' : 'on'],
+    );
   }
 
   async lockSubmission(m: EntityManager, submissionId: string, runId: string): Promise<LogLengths> {
