@@ -1,6 +1,6 @@
 import { createRunplaneClient, type RunplaneClient, type Schemas } from '../client';
 import { resolveCredentials } from './config';
-import { CliError, EXIT, usageError } from './errors';
+import { CliError, EXIT, rememberSecret, usageError } from './errors';
 
 /** A connection to the server: the typed client, and what the commands need to know about it. */
 export interface Session {
@@ -19,7 +19,7 @@ export function openSession(projectOption?: string, env: NodeJS.ProcessEnv = pro
   if (!c.token) throw usageError('no token: run runplane login --url URL --token TOKEN, or set RUNPLANE_TOKEN');
   const token = c.token;
   const defaultProject = projectOption ?? c.project;
-  secrets.add(token);
+  rememberSecret(token);
   return {
     api: createRunplaneClient(c.url, token),
     url: c.url.replace(/\/+$/, ''),
@@ -30,17 +30,6 @@ export function openSession(projectOption?: string, env: NodeJS.ProcessEnv = pro
       return defaultProject;
     },
   };
-}
-
-/** Tokens this process knows: whatever is printed passes through `redact`, so none of them can leak into output. */
-const secrets = new Set<string>();
-export function rememberSecret(s: string): void {
-  if (s) secrets.add(s);
-}
-export function redact(text: string): string {
-  let out = text;
-  for (const s of secrets) out = out.split(s).join('<token>');
-  return out;
 }
 
 type ApiResult<D> = { data?: D; error?: unknown; response: Response };

@@ -10,7 +10,7 @@ export interface StoredConfig {
   project?: string;
 }
 
-/** The config file: RUNPLANE_CONFIG, else $XDG_CONFIG_HOME/runplane/config.json, else ~/.config/runplane/config.json. */
+/** The config file: RUNPLANE_CONFIG, else $XDG_CONFIG_HOME/runplane/config.json, else ~/.config/runplane/…. */
 export function configPath(env: NodeJS.ProcessEnv = process.env): string {
   if (env.RUNPLANE_CONFIG) return env.RUNPLANE_CONFIG;
   const base = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), '.config');

@@ -26,3 +26,14 @@ export class CliError extends Error {
 }
 
 export const usageError = (message: string) => new CliError(message, EXIT.USAGE);
+
+/** Tokens this process knows: whatever is printed passes through `redact`, so none of them can leak into output. */
+const secrets = new Set<string>();
+export function rememberSecret(s: string): void {
+  if (s) secrets.add(s);
+}
+export function redact(text: string): string {
+  let out = text;
+  for (const s of secrets) out = out.split(s).join('<token>');
+  return out;
+}

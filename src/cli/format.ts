@@ -27,9 +27,10 @@ export function table(header: string[], rows: string[][], right: number[] = []):
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
-/** USD with enough digits to see small costs: $0.0012, $1.23, $1,234.50. */
+/** USD with enough digits to see small costs: $0.0012, $1.23, $1,234.50; under a hundredth of a cent, <$0.0001. */
 export function money(usd: number): string {
   if (usd === 0) return '$0';
+  if (usd > 0 && usd < 0.00005) return '<$0.0001';
   if (Math.abs(usd) < 1) return `$${usd.toFixed(4)}`;
   return `$${usd.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 }

@@ -1,4 +1,5 @@
 import type { Schemas } from '../client';
+import { required } from '../common/required';
 
 /**
  * A run file's meaning: the checks a schema cannot make, and the API request it becomes. Group names become the
@@ -120,16 +121,11 @@ export function semanticErrors(root: unknown): Located[] {
   const cycle = findCycle(jobs);
   if (cycle)
     errors.push({
-      path: [...required(firstAt.get(cycle[0])).path, 'depends_on'],
+      path: [...required(firstAt.get(cycle[0]), 'the first job of the cycle').path, 'depends_on'],
       message: `jobs depend on each other in a cycle: ${cycle.join(' → ')}`,
     });
   return errors;
 }
-
-const required = <T>(v: T | undefined): T => {
-  if (v === undefined) throw new Error('a job of a cycle has no position');
-  return v;
-};
 
 const pathText = (p: (string | number)[]) =>
   p.map((s, i) => (typeof s === 'number' ? `[${s}]` : i === 0 ? s : `.${s}`)).join('');

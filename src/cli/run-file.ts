@@ -63,7 +63,7 @@ function schemaError(doc: Document, at: (o: number) => { line: number; col: numb
     case 'propertyNames':
       where = [...path, String(p.propertyName)];
       atKey = true;
-      message = `"${String(p.propertyName)}" is not a valid name here (letters, digits and _, not starting with a digit)`;
+      message = `"${String(p.propertyName)}" is not a valid name (letters, digits and _, not starting with a digit)`;
       break;
     case 'required':
       message = `missing "${String(p.missingProperty)}"`;

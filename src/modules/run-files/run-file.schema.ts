@@ -23,7 +23,8 @@ export const RUN_FILE_SCHEMA = {
   $id: 'https://runplane.dev/schemas/run-file/v1.json',
   title: 'runplane run file',
   description:
-    'A run: jobs in a tree of groups. Defaults given at the top (resources, env, image, max_duration) apply to every job.',
+    'A run: jobs in a tree of groups. Defaults given at the top (resources, env, image, max_duration) apply to ' +
+    'every job.',
   type: 'object',
   additionalProperties: false,
   properties: {
