@@ -1,3 +1,4 @@
+import type { Schemas } from '../../client';
 import { openSession, unwrap } from '../api';
 import { EXIT, usageError } from '../errors';
 import { bar, json, money, stdout, table } from '../format';
@@ -31,11 +32,24 @@ export async function billing(ctx: Context): Promise<number> {
     stdout.write(json(report.items));
     return EXIT.OK;
   }
-  const total = report.items.reduce((sum, r) => sum + r.cost_usd, 0);
+  stdout.write(billingText(report.items, { project, from, to, by, tty: stdout.isTTY, columns: stdout.columns }));
+  return EXIT.OK;
+}
+
+type Row = Schemas['BillingReportRow'];
+
+/** The report as text: per-day bars on a terminal when grouped by day alone (every day of the range), else a table. */
+export function billingText(
+  items: Row[],
+  o: { project: string; from: string; to: string; by: string; tty: boolean; columns: number },
+): string {
+  const { project, from, to, by } = o;
+  const keys = by.split(',');
+  const total = items.reduce((sum, r) => sum + r.cost_usd, 0);
   const footer = `total ${money(total)} for project ${project}, ${from} to ${to}\n`;
-  if (stdout.isTTY && by === 'day') {
+  if (o.tty && by === 'day') {
     // Every day of the range (up to ~3 months), so that the bars read as a timeline.
-    const cost = new Map(report.items.map((r) => [r.day ?? '', r.cost_usd]));
+    const cost = new Map(items.map((r) => [r.day ?? '', r.cost_usd]));
     const days: string[] = [];
     for (
       let t = Date.parse(`${from}T00:00:00Z`);
@@ -44,21 +58,16 @@ export async function billing(ctx: Context): Promise<number> {
     )
       days.push(isoDay(t));
     const max = Math.max(0, ...cost.values());
-    const width = Math.max(10, Math.min(60, stdout.columns - 26));
-    stdout.write(
-      days.map((d) => `${d}  ${money(cost.get(d) ?? 0).padStart(10)}  ${bar(cost.get(d) ?? 0, max, width)}\n`).join(''),
-    );
-    stdout.write(footer);
-    return EXIT.OK;
+    const width = Math.max(10, Math.min(60, o.columns - 26));
+    const line = (d: string) => `${d}  ${money(cost.get(d) ?? 0).padStart(10)}  ${bar(cost.get(d) ?? 0, max, width)}`;
+    return days.map((d) => `${line(d).trimEnd()}\n`).join('') + footer;
   }
   const header = [...keys.map((k) => k.toUpperCase()), ...(keys.includes('resource') ? ['USAGE', 'UNIT'] : []), 'COST'];
-  const rows = report.items.map((r) => [
+  const rows = items.map((r) => [
     ...keys.map((k) => String(r[k as 'user' | 'day' | 'resource'] ?? '')),
     ...(keys.includes('resource') ? [(r.usage ?? 0).toFixed(6), r.unit ?? ''] : []),
     money(r.cost_usd),
   ]);
   const right = keys.includes('resource') ? [keys.length, keys.length + 2] : [keys.length];
-  stdout.write(rows.length ? table(header, rows, right) : 'no usage in that period\n');
-  stdout.write(footer);
-  return EXIT.OK;
+  return (rows.length ? table(header, rows, right) : 'no usage in that period\n') + footer;
 }

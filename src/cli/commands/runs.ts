@@ -62,15 +62,8 @@ const groupName = (g: Group, runName: string) =>
       ? g.attributes.name
       : `group ${g.job_group_id}`;
 
-export async function groups(ctx: Context): Promise<number> {
-  const s = openSession(str(ctx.values, 'project'));
-  const project = s.project();
-  const run = await findRun(s, project, arg(ctx, 0, 'the run (name or id)'), 0);
-  const tree = await groupTree(s, project, run.id);
-  if (ctx.json) {
-    stdout.write(json(tree));
-    return EXIT.OK;
-  }
+/** The group tree as a table: name (indented as a tree), id, effective status, counts, cost, cancellation. */
+export function groupsTable(tree: GroupNode, runName: string): string {
   const rows: string[][] = [];
   const visit = (g: GroupNode, prefix: string, childPrefix: string) => {
     const c = g.cancellation;
@@ -78,7 +71,7 @@ export async function groups(ctx: Context): Promise<number> {
       ? `${c.reason} by ${c.cancelled_by}${c.job_group_id !== g.job_group_id ? ` (via group ${c.job_group_id})` : ''}`
       : '';
     rows.push([
-      `${prefix}${groupName(g, run.run_name)}`,
+      `${prefix}${groupName(g, runName)}`,
       String(g.job_group_id),
       g.status,
       String(g.counts.n_jobs),
@@ -94,13 +87,23 @@ export async function groups(ctx: Context): Promise<number> {
     });
   };
   visit(tree, '', '');
-  stdout.write(
-    table(
-      ['GROUP', 'ID', 'STATUS', 'JOBS', 'DONE', 'FAILED', 'CANCELLED', 'COST', 'CANCELLATION'],
-      rows,
-      [1, 3, 4, 5, 6, 7],
-    ),
+  return table(
+    ['GROUP', 'ID', 'STATUS', 'JOBS', 'DONE', 'FAILED', 'CANCELLED', 'COST', 'CANCELLATION'],
+    rows,
+    [1, 3, 4, 5, 6, 7],
   );
+}
+
+export async function groups(ctx: Context): Promise<number> {
+  const s = openSession(str(ctx.values, 'project'));
+  const project = s.project();
+  const run = await findRun(s, project, arg(ctx, 0, 'the run (name or id)'), 0);
+  const tree = await groupTree(s, project, run.id);
+  if (ctx.json) {
+    stdout.write(json(tree));
+    return EXIT.OK;
+  }
+  stdout.write(groupsTable(tree, run.run_name));
   return EXIT.OK;
 }
 
