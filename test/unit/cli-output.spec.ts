@@ -62,9 +62,9 @@ describe('CLI output', () => {
     ];
     expect(runsTable(runs, true, NOW)).toBe(
       [
-        'RUN      PROJECT  STATUS              JOBS                AGE  COST',
-        'sweep-1  demo     running             2 running, 1 done   5m   $0.0345',
-        'hello    ml       pending (retrying)  1 submitted         2d   $12.50',
+        'RUN      PROJECT  STATUS              JOBS               AGE  COST',
+        'sweep-1  demo     running             2 running, 1 done  5m   $0.0345',
+        'hello    ml       pending (retrying)  1 submitted        2d   $12.50',
         '',
       ].join('\n'),
     );
@@ -104,7 +104,7 @@ describe('CLI output', () => {
         'sweep-1  running  2 running, 1 done  5m   $0.0345',
         '',
         'JOB       REPLICA  STATUS   REASON                       ATTEMPTS  EXIT     COST',
-        'download        0  done     done_by_runner                      1     0  $0.0012',
+        'download        0  done                                         1     0  $0.0012',
         'train           0  running                                      1        $0.0100',
         'train           1  failed   container_exited_with_error         3     3  $0.0012',
         '',
@@ -223,9 +223,9 @@ describe('CLI output', () => {
     );
     expect(billingText(items, { ...o, tty: false })).toBe(
       [
-        'DAY            COST',
-        '2026-12-01    $2.00',
-        '2026-12-03    $1.00',
+        'DAY          COST',
+        '2026-12-01  $2.00',
+        '2026-12-03  $1.00',
         'total $3.00 for project demo, 2026-12-01 to 2026-12-03',
         '',
       ].join('\n'),
