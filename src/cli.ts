@@ -29,8 +29,9 @@ Client commands (talk to a server's API; runplane login first, or set RUNPLANE_U
   groups RUN            a run's group tree: counts, effective status, who cancelled, cost
   cost RUN              a run's cost so far, by resource
   billing               the project's usage and cost (per-day bars on a terminal)
-  projects, users, tokens
-                        projects and members, who you are and new users, your tokens (never printed)
+  projects              list projects; create one; show one with its members
+  users                 who you are; create a user (global admins)
+  tokens                your tokens: list, create (into a file, never printed), revoke
   --json on every client command prints the API's objects.
 
 Server commands:

@@ -79,6 +79,7 @@ export const OWN_DATABASES = [
   'recovery',
   'serveworker',
   'heartbeats',
+  'cli',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
