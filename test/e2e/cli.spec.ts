@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { RUN_FILE_SCHEMA } from '../../src/modules/run-files/run-file.schema';
 import { runplane, spawnRunplane, type CliResult, type RunningCli } from '../support/cli-process';
 import { waitFor } from '../support/runplane-worker';
 import { startServer, type ServerProcess } from '../support/server-process';
@@ -194,6 +195,10 @@ linux('the runplane CLI against a live server', () => {
   });
 
   it('refuses an invalid run file with every error at its line and column, and sends nothing', async () => {
+    // The schema the CLI checks files against is the one the server publishes (public, like /healthz).
+    const served = await fetch(`${server.url}/api/v1/schemas/run-file`);
+    expect(served.status).toBe(200);
+    expect(await served.json()).toEqual(RUN_FILE_SCHEMA);
     const bad = file(
       'bad.yml',
       [
