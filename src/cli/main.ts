@@ -33,13 +33,15 @@ const COMMANDS: Record<string, CommandDef> = {
     summary: 'store the server, a token and a default project (config file, mode 0600)',
     usage: 'runplane login --url URL [--token TOKEN] [--project NAME]',
     details:
-      'Without --token the token is read from standard input (so that it stays out of the shell history). The token\n' +
+      'Without --token the token is read from standard input (so that it stays out of the shell history), else the\n' +
+      'one already stored is kept (to change the project alone). The token\n' +
       'is checked with the server, then stored with the URL and project in the config file (RUNPLANE_CONFIG, else\n' +
       '~/.config/runplane/config.json), readable by you alone. RUNPLANE_URL, RUNPLANE_TOKEN and RUNPLANE_PROJECT\n' +
       'override the file. The token is never printed.',
     examples: [
       'runplane login --url http://127.0.0.1:3000 --project demo < token.txt',
       'runplane login --url https://runplane.example --token "$RUNPLANE_TOKEN" --project ml',
+      'runplane login --project other',
     ],
     options: { url: { type: 'string' }, token: { type: 'string' }, ...project },
     load: async () => (await import('./commands/account')).login,

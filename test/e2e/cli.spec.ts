@@ -132,6 +132,13 @@ linux('the runplane CLI against a live server', () => {
     const again = await cli(['login', '--url', server.url, '--token', ADMIN_TOKEN, '--project', 'demo', '--json']);
     expect(JSON.parse(again.stdout)).toMatchObject({ url: server.url, project: 'demo', user: { name: 'admin' } });
     expect(statSync(env.RUNPLANE_CONFIG).mode & 0o777).toBe(0o600);
+    // The project alone: the stored URL and token are kept.
+    expect((await cli(['login', '--project', 'demo'])).stdout).toContain(`logged in to ${server.url} as admin`);
+    expect(JSON.parse(readFileSync(env.RUNPLANE_CONFIG, 'utf8'))).toEqual({
+      url: server.url,
+      token: ADMIN_TOKEN,
+      project: 'demo',
+    });
 
     const wrong = 'rp_not_a_real_token_0123456789abcdef';
     secrets.push(wrong);

@@ -8,9 +8,9 @@ import { arg, str, type Context } from '../main';
 
 /** login, projects, users, tokens: the account side. No secret is ever printed. */
 
+/** The token piped on standard input, if any (a terminal is never read: the token would echo). */
 async function readStdin(): Promise<string> {
-  if (process.stdin.isTTY)
-    throw usageError('no token: pass --token TOKEN, or pipe it on standard input (runplane login --url URL < file)');
+  if (process.stdin.isTTY) return '';
   let text = '';
   for await (const chunk of process.stdin) text += chunk;
   return text.trim();
@@ -19,8 +19,11 @@ async function readStdin(): Promise<string> {
 export async function login(ctx: Context): Promise<number> {
   const url = str(ctx.values, 'url') ?? process.env.RUNPLANE_URL ?? readConfig().url;
   if (!url) throw usageError('missing --url URL (the server, e.g. http://127.0.0.1:3000)');
-  const token = str(ctx.values, 'token') ?? (await readStdin());
-  if (!token) throw usageError('the token is empty');
+  // --token, else standard input, else the one already stored (to change the URL or the project alone).
+  const token =
+    str(ctx.values, 'token') || (await readStdin()) || process.env.RUNPLANE_TOKEN || readConfig().token || '';
+  if (!token)
+    throw usageError('no token: pass --token TOKEN, or pipe it on standard input (runplane login --url URL < file)');
   rememberSecret(token);
   const api = createRunplaneClient(url, token);
   const me = await unwrap(api.GET('/api/v1/users/me'), url);
