@@ -27,10 +27,13 @@ export function table(header: string[], rows: string[][], right: number[] = []):
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
-/** USD with enough digits to see small costs: $0.0012, $1.23, $1,234.50; under a hundredth of a cent, <$0.0001. */
+/** USD with enough digits to see small costs: $1,234.50, $1.23, $0.0012, $0.000027 (two significant digits). */
 export function money(usd: number): string {
   if (usd === 0) return '$0';
-  if (usd > 0 && usd < 0.00005) return '<$0.0001';
+  if (usd > 0 && usd < 0.0001) {
+    if (usd < 1e-8) return '<$0.00000001';
+    return `$${usd.toFixed(Math.ceil(-Math.log10(usd)) + 1)}`;
+  }
   if (Math.abs(usd) < 1) return `$${usd.toFixed(4)}`;
   return `$${usd.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 }
