@@ -4,6 +4,7 @@ import { billingText } from '../../src/cli/commands/billing';
 import { runDetail, runsTable } from '../../src/cli/commands/ps';
 import { groupsTable, type GroupNode } from '../../src/cli/commands/runs';
 import { money } from '../../src/cli/format';
+import { formatLogLine, prettyLogs, prettyLogStream } from '../../src/infra/logging/pretty-stream';
 import { parseRunFile } from '../../src/cli/run-file';
 import { RUN_FILE_SCHEMA } from '../../src/modules/run-files/run-file.schema';
 
@@ -251,5 +252,47 @@ describe('CLI output', () => {
       '$1.50',
       '$1,234.50',
     ]);
+  });
+});
+
+describe('server logs on a terminal', () => {
+  const time = Date.parse('2026-12-03T12:34:56.789Z');
+  it('reads as lines: time, level, context, message; a request as method, path, status and time', () => {
+    expect(
+      formatLogLine({ level: 30, time, context: 'BackgroundLoopsService', msg: 'this instance runs the loops' }),
+    ).toBe('12:34:56 INFO  BackgroundLoopsService: this instance runs the loops\n');
+    const request = {
+      level: 30,
+      time,
+      req: { id: 'r1', method: 'GET', url: '/api/v1/projects/nope' },
+      res: { statusCode: 404 },
+      responseTime: 3,
+      msg: 'request completed',
+    };
+    expect(formatLogLine(request)).toBe('12:34:56 INFO  GET /api/v1/projects/nope → 404 3ms\n');
+    const failed = {
+      ...request,
+      level: 50,
+      res: { statusCode: 500 },
+      err: { type: 'Error', message: 'boom', stack: 'Error: boom\n    at x' },
+    };
+    expect(formatLogLine(failed)).toBe(
+      '12:34:56 ERROR GET /api/v1/projects/nope → 500 3ms (Error: boom)\nError: boom\n    at x\n',
+    );
+    expect(formatLogLine({ level: 30, time, context: 'RouterExplorer', msg: 'Mapped {/x, GET} route' })).toBe('');
+  });
+
+  it('is chosen on a terminal (LOG_FORMAT=auto), or forced either way', () => {
+    expect([
+      prettyLogs('auto', true),
+      prettyLogs('auto', false),
+      prettyLogs('json', true),
+      prettyLogs('pretty', false),
+    ]).toEqual([true, false, false, true]);
+    const out: string[] = [];
+    const stream = prettyLogStream({ write: (t: string) => out.push(t) });
+    stream.write(`${JSON.stringify({ level: 40, time, msg: 'half' })}\nnot json`);
+    stream.write('\n');
+    expect(out).toEqual(['12:34:56 WARN  half\n', 'not json\n']);
   });
 });
