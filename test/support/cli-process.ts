@@ -40,3 +40,20 @@ export function spawnRunplane(env: Record<string, string>, args: string[], input
   const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return { child, stdout: () => out, stderr: () => err, exited };
 }
+
+/** Runs the binary on a pseudo-terminal (util-linux `script`), as on a user's terminal; output as the terminal got. */
+export function runplaneOnTerminal(env: Record<string, string>, args: string[]): Promise<CliResult> {
+  const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+  const command = [process.execPath, CLI, ...args].map(quote).join(' ');
+  return new Promise((resolve) => {
+    const child = spawn('script', ['-qec', command, '/dev/null'], {
+      env: { PATH: process.env.PATH, TERM: 'xterm', ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    required(child.stdout, 'stdout').on('data', (d) => (out += d));
+    required(child.stderr, 'stderr').on('data', (d) => (err += d));
+    child.once('close', (code) => resolve({ code, stdout: out, stderr: err }));
+  });
+}
