@@ -123,7 +123,11 @@ export async function apply(ctx: Context): Promise<number> {
       body: run.body as Schemas['SubmitRunDto'],
     }),
     s.url,
-  );
+  ).catch((err: unknown) => {
+    if (err instanceof CliError && /\.(ref|depends_on) should not exist/.test(err.message))
+      err.message += ': this server does not take dependencies between jobs yet (remove depends_on from the file)';
+    throw err;
+  });
   if (ctx.values.detach === true) {
     stdout.write(ctx.json ? json(submitted) : `submitted run ${submitted.run_name} (${submitted.id})\n`);
     return EXIT.OK;
