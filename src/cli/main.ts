@@ -172,8 +172,6 @@ const COMMANDS: Record<string, CommandDef> = {
   },
 };
 
-export const CLIENT_COMMANDS = Object.keys(COMMANDS);
-
 function help(c: CommandDef): string {
   return (
     `usage: ${c.usage}\n\n${c.summary}.\n` +
