@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
 import { runBilling } from './billing';
 import { runBoundedPage } from './bounded-page';
+import { runCli } from './cli';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
@@ -30,6 +31,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   billing: runBilling,
   'bounded-page': runBoundedPage,
   worker: runWorker,
+  cli: runCli,
 };
 /** Server settings a suite needs, set while its app starts and restored after it. */
 const SUITE_ENV: Record<string, Record<string, string>> = { worker: WORKER_BENCH_ENV };

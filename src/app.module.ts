@@ -16,6 +16,7 @@ import { LoopsModule } from './infra/loops/loops.module';
 import { LogsModule } from './modules/logs/logs.module';
 import { InvariantsModule } from './infra/invariants/invariants.module';
 import { RunsModule } from './modules/runs/runs.module';
+import { RunFilesModule } from './modules/run-files/run-files.module';
 import { UsersModule } from './modules/users/users.module';
 import { WorkersModule } from './modules/workers/workers.module';
 
@@ -39,6 +40,7 @@ import { WorkersModule } from './modules/workers/workers.module';
     LogsModule,
     EventsFeedModule,
     AdminModule,
+    RunFilesModule,
     ScheduleModule.forRoot(),
   ],
 })

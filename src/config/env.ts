@@ -14,6 +14,8 @@ import {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 const toInt = ({ value }: { value: unknown }) =>
   typeof value === 'string' && /^-?\d+$/.test(value.trim()) ? Number(value) : value;
@@ -46,6 +48,10 @@ export class Env {
 
   @IsIn(LOG_LEVELS, { message: `must be one of ${LOG_LEVELS.join(', ')}` })
   LOG_LEVEL: LogLevel = 'info';
+
+  /** auto: readable lines on a terminal, JSON lines otherwise; json or pretty force one. */
+  @IsIn(LOG_FORMATS, { message: `must be one of ${LOG_FORMATS.join(', ')}` })
+  LOG_FORMAT: LogFormat = 'auto';
 
   @IsOptional()
   @Matches(/^[A-Za-z0-9_\-.]{24,256}$/, { message: 'must be 24-256 characters of [A-Za-z0-9_-.]' })

@@ -244,6 +244,7 @@ function validRequests(f: Fixtures): Record<string, Valid> {
   return {
     'GET /healthz': () => as(null),
     'GET /readyz': () => as(null),
+    'GET /api/v1/schemas/run-file': () => as(null),
     'POST /api/v1/users': () => as(f.admin, { body: { name: uniqueName('fuzz'), global_role: 'user' } }),
     'GET /api/v1/users/me': () => as(f.owner),
     'POST /api/v1/users/me/tokens': () => as(f.owner),

@@ -80,6 +80,7 @@ export const OWN_DATABASES = [
   'serveworker',
   'heartbeats',
   'workerlogs',
+  'cli',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 

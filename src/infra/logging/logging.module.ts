@@ -2,17 +2,22 @@ import { Module } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LoggerModule } from 'nestjs-pino';
+import type { DestinationStream } from 'pino';
 import { Env } from '../../config/env';
+import { prettyLogs, prettyLogStream } from './pretty-stream';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** Structured JSON logs (pino). Every request gets an id, taken from X-Request-Id when sane, echoed back. */
+/**
+ * Structured JSON logs (pino), or readable lines on a terminal (LOG_FORMAT). Every request gets an id, taken from
+ * X-Request-Id when sane, echoed back.
+ */
 @Module({
   imports: [
     LoggerModule.forRootAsync({
       inject: [Env],
-      useFactory: (env: Env) => ({
-        pinoHttp: {
+      useFactory: (env: Env) => {
+        const options = {
           level: env.LOG_LEVEL,
           genReqId: (req: IncomingMessage, res: ServerResponse) => {
             const given = req.headers['x-request-id'];
@@ -30,8 +35,14 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
               url: req.url,
             }),
           },
-        },
-      }),
+        };
+        // On a terminal, lines a person reads; JSON lines for pipes and log collectors (LOG_FORMAT chooses).
+        return {
+          pinoHttp: prettyLogs(env.LOG_FORMAT, !!process.stdout.isTTY)
+            ? ([options, prettyLogStream(process.stdout)] as [typeof options, DestinationStream])
+            : options,
+        };
+      },
     }),
   ],
 })
