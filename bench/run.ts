@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
 import { runBilling } from './billing';
 import { runBoundedPage } from './bounded-page';
+import { runConsole } from './console';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
@@ -28,6 +29,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   lifecycle: runLifecycle,
   billing: runBilling,
   'bounded-page': runBoundedPage,
+  console: runConsole,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -14,7 +14,7 @@ import './style.css';
 type Me = { name: string; global_role: string };
 
 /** The page a path names (every page has a deep link). */
-function route(url: URL, me: Me) {
+function route(url: URL, me: Me | undefined) {
   const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
   const q = url.searchParams;
   if (parts[0] === 'admin' && parts.length === 1) return <AdminPage />;
@@ -64,12 +64,7 @@ function App() {
     }
     return <SignInPage next={url.searchParams.get('next') ?? '/'} onSignedIn={(m) => setMe(m)} />;
   }
-  if (me === undefined)
-    return (
-      <p class="loading" role="status">
-        Signing in…
-      </p>
-    );
+  // The page starts loading while the token is checked (a bad token signs out through any 401).
 
   const project = /^\/projects\/([^/]+)/.exec(url.pathname)?.[1];
   return (
@@ -95,7 +90,7 @@ function App() {
               </Link>
             </>
           )}
-          {me.global_role === 'admin' && (
+          {me?.global_role === 'admin' && (
             <Link href="/admin" aria-current={url.pathname === '/admin' ? 'page' : undefined}>
               Admin
             </Link>
@@ -103,7 +98,7 @@ function App() {
         </nav>
         <div class="who">
           <span>
-            Signed in as <strong>{me.name}</strong>
+            Signed in as <strong>{me?.name ?? '…'}</strong>
           </span>
           <button
             type="button"

@@ -8,13 +8,24 @@ type Path = { project: string; runId: string };
 /** The request context of a run's group routes. */
 const at = (p: Path, g: number) => ({ path: { project: p.project, runId: p.runId, g } });
 
+/** Reads of a group started in the last half second: the tree and the group pane ask for the same one at once. */
+const recent = new Map<string, { at: number; answer: Promise<Group> }>();
+
 /** A group's view with its cost (group 0's cost is the run's), as a tree node shows it. */
-export async function loadGroup(p: Path, g: number): Promise<Group> {
-  const [view, cost] = await Promise.all([
+export function loadGroup(p: Path, g: number): Promise<Group> {
+  const key = `${p.project}/${p.runId}/${g}`;
+  const hit = recent.get(key);
+  if (hit && performance.now() - hit.at < 500) return hit.answer;
+  const answer = Promise.all([
     call(api().GET('/api/v1/projects/{project}/runs/{runId}/job-groups/{g}', { params: at(p, g) })),
     call(api().GET('/api/v1/projects/{project}/runs/{runId}/job-groups/{g}/cost', { params: at(p, g) })),
-  ]);
-  return { ...(view as Omit<Group, 'cost'>), cost: { total_usd: cost.total_usd, breakdown: cost.breakdown } } as Group;
+  ]).then(
+    ([view, cost]) =>
+      ({ ...(view as Omit<Group, 'cost'>), cost: { total_usd: cost.total_usd, breakdown: cost.breakdown } }) as Group,
+  );
+  recent.set(key, { at: performance.now(), answer });
+  answer.catch(() => recent.delete(key));
+  return answer;
 }
 
 async function loadChildren(p: Path, g: number, cursor?: string) {
@@ -68,9 +79,15 @@ export function GroupTree(props: Path & { selected: number; onSelect: (g: number
   // First load, and the path down to a deep-linked group.
   useEffect(() => {
     (async () => {
-      const root = await loadGroup(props, 0);
-      setNodes(new Map([[0, { view: root, expanded: false }]]));
-      nodesRef.current = new Map([[0, { view: root, expanded: false }]]);
+      // The root and its children at once (a run page's usual first view), then the path to a deep-linked group.
+      const [root, kids] = await Promise.all([loadGroup(props, 0), loadChildren(props, 0)]);
+      const first = new Map<number, Node>([[0, { view: root, expanded: true, children: [], next: kids.next_cursor }]]);
+      for (const c of kids.items) {
+        first.set(c.job_group_id, { view: c, expanded: false });
+        first.get(0)?.children?.push(c.job_group_id);
+      }
+      setNodes(first);
+      nodesRef.current = first;
       const chain: number[] = [];
       for (let g = props.selected; g !== 0;) {
         const v = await loadGroup(props, g);
@@ -78,7 +95,7 @@ export function GroupTree(props: Path & { selected: number; onSelect: (g: number
         chain.unshift(v.parent_id);
         g = v.parent_id;
       }
-      for (const g of chain.length ? chain : [0]) await expand(g);
+      for (const g of chain.filter((k) => k !== 0)) await expand(g);
     })().catch(setError);
   }, [props.project, props.runId]);
 

@@ -4,7 +4,7 @@ import { enc, Link } from '../router';
 import { ErrorState, Loading, Time, useLoad } from '../ui';
 
 /** The projects the signed-in user may see, each a way into its runs and billing. */
-export function ProjectsPage({ me }: { me: { name: string; global_role: string } }) {
+export function ProjectsPage({ me }: { me: { name: string; global_role: string } | undefined }) {
   const [cursor, setCursor] = useState<string | undefined>();
   const page = useLoad(
     () => call(api().GET('/api/v1/projects', { params: { query: { limit: 50, cursor } } })),
@@ -17,7 +17,7 @@ export function ProjectsPage({ me }: { me: { name: string; global_role: string }
       {page.error !== undefined && <ErrorState error={page.error} what="projects" retry={page.reload} />}
       {page.data && page.data.items.length === 0 && (
         <p>
-          {me.name} is a member of no project yet. Create one with <code>POST /api/v1/projects</code>.
+          {me?.name ?? 'You'} is a member of no project yet. Create one with <code>POST /api/v1/projects</code>.
         </p>
       )}
       {page.data && page.data.items.length > 0 && (
