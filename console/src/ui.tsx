@@ -81,7 +81,7 @@ export function CopyId({ id, label = 'id' }: { id: string | number; label?: stri
           setTimeout(() => setCopied(false), 1500);
         }}
       >
-        {copied ? '✓' : '⧉'}
+        {copied ? 'copied' : 'copy'}
       </button>
     </span>
   );

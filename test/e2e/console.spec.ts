@@ -59,6 +59,23 @@ describe('the web console in a real browser', () => {
     await t?.close();
   });
 
+  it("serves the app at / and at any deep link a browser opens, never over the API's paths", async () => {
+    const html = 'text/html,application/xhtml+xml';
+    const root = await t.http.get('/').expect(200);
+    expect(root.headers['content-type']).toMatch(/text\/html/);
+    expect(root.headers['cache-control']).toBe('no-cache');
+    const asset = /src="(\/assets\/[^"]+\.js)"/.exec(root.text)?.[1] ?? '';
+    const js = await t.http.get(asset).expect(200);
+    expect(js.headers['cache-control']).toMatch(/immutable/);
+    await t.http.get(`/projects/${project}/runs/x`).set('Accept', html).expect(200).expect('Content-Type', /html/);
+    // API paths, unknown assets and non-browser clients keep the API's JSON 404.
+    for (const path of ['/api/v1/nope', '/admin/v1/nope', '/internal/v1/nope', '/assets/nope.js', '/favicon.ico']) {
+      const res = await t.http.get(path).set('Accept', html).expect(404);
+      expect(res.body.code).toBe('NOT_FOUND');
+    }
+    expect((await t.http.get('/projects/x').expect(404)).body.code).toBe('NOT_FOUND');
+  });
+
   it('refuses a bad token, signs in with a good one, keeps it over a reload, signs out', async () => {
     await page.goto(`${base}/projects/${project}/runs`);
     await page.waitForURL(/\/signin\?next=/);

@@ -125,8 +125,8 @@ export function BillingPage({ project, q }: { project: string; q: URLSearchParam
       {report.data && (
         <>
           <p>
-            Total <strong data-testid="billing-total">{money(total)}</strong> from {from} to {to} (closed usage per UTC
-            day; running work counts once its hours close).
+            Total <strong data-testid="billing-total">{money(total)}</strong> from {from} to {to} (usage per UTC day, as
+            the billing report closes it).
           </p>
           <Chart rows={rows} days={days} resources={resources} />
           <div class="table-wrap">
