@@ -54,7 +54,8 @@ export function GroupTree(props: Path & { selected: number; onSelect: (g: number
       return m;
     });
 
-  const expand = async (g: number, more = false) => {
+  /** Loads a group's children: the first page (`refresh` keeps those loaded past it), or the next one (`more`). */
+  const expand = async (g: number, more = false, refresh = false) => {
     const node = nodesRef.current.get(g);
     const page = await loadChildren(props, g, more ? (node?.next ?? undefined) : undefined);
     update((m) => {
@@ -70,7 +71,11 @@ export function GroupTree(props: Path & { selected: number; onSelect: (g: number
       m.set(g, {
         ...cur,
         expanded: true,
-        children: more ? [...(cur.children ?? []), ...ids] : ids,
+        children: more
+          ? [...(cur.children ?? []), ...ids]
+          : refresh
+            ? [...ids, ...(cur.children ?? []).slice(ids.length)]
+            : ids,
         next: page.next_cursor,
       });
     });
@@ -106,7 +111,7 @@ export function GroupTree(props: Path & { selected: number; onSelect: (g: number
       const root = await loadGroup(props, 0);
       update((m) => m.set(0, { ...(m.get(0) as Node), view: root }));
       const open = [...nodesRef.current.entries()].filter(([, n]) => n.expanded).map(([g]) => g);
-      await Promise.all(open.map((g) => expand(g)));
+      await Promise.all(open.map((g) => expand(g, false, true)));
     })().catch(setError);
   }, [props.version]);
 

@@ -51,6 +51,7 @@ export function JobsTable(props: {
 
   useEffect(() => {
     gen.current++;
+    loading.current = false;
     setJobs([]);
     setNext(undefined);
     setError(undefined);
@@ -59,9 +60,9 @@ export function JobsTable(props: {
   }, [props.project, props.runId, props.group, props.recursive]);
 
   // A refresh re-reads the first page and keeps later ones (events rarely touch rows far down, and rows stay put).
+  // It leaves `gen` alone: a page load in flight stays valid.
   useEffect(() => {
     if (props.version === 0) return;
-    gen.current++;
     const mine = gen.current;
     void call(
       api().GET('/api/v1/projects/{project}/runs/{runId}/job-groups/{g}/jobs', {
@@ -72,6 +73,7 @@ export function JobsTable(props: {
       }),
     ).then((page) => {
       if (mine !== gen.current) return;
+      page.items.forEach((j) => jobCache.set(j.id, j));
       setJobs((old) => [...page.items, ...old.slice(page.items.length)]);
       // Later pages keep their cursor; a first page that is now the whole list ends the paging.
       if (!page.next_cursor) setNext(null);

@@ -28,7 +28,7 @@ export function RunPage({ project, runId, q }: { project: string; runId: string;
   const [reason, setReason] = useState('');
   const [actionError, setActionError] = useState<string>();
 
-  // Every event of this run refreshes what is shown, at most ~3 times a second.
+  // Every event of this run refreshes what is shown, at most once a second (a busy run sends many).
   useEffect(() => {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const stop = followSse(`/api/v1/projects/${enc(project)}/events?run_id=${enc(runId)}`, auth.token ?? '', {
@@ -38,7 +38,7 @@ export function RunPage({ project, runId, q }: { project: string; runId: string;
         timer = setTimeout(() => {
           timer = undefined;
           setVersion((v) => v + 1);
-        }, 300);
+        }, 1000);
       },
     });
     return () => {
