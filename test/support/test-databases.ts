@@ -79,6 +79,7 @@ export const OWN_DATABASES = [
   'recovery',
   'serveworker',
   'heartbeats',
+  'console',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
