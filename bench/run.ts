@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { runBilling } from './billing';
 import { runBoundedPage } from './bounded-page';
 import { runCli } from './cli';
+import { runConsole } from './console';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
@@ -32,6 +33,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   'bounded-page': runBoundedPage,
   worker: runWorker,
   cli: runCli,
+  console: runConsole,
 };
 /** Server settings a suite needs, set while its app starts and restored after it. */
 const SUITE_ENV: Record<string, Record<string, string>> = { worker: WORKER_BENCH_ENV };

@@ -7,6 +7,7 @@ import { buildOpenApiDocument } from './common/openapi/document';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { BodylessRoutesGuard } from './common/http/bodyless-routes.guard';
 import { answerClientErrors, bodyParserErrors, pathTextGuard } from './common/http/raw-request';
+import { consoleMiddleware } from './infra/console/console-static';
 import { apiValidationPipe } from './common/validation/validation.pipe';
 import { httpMetricsMiddleware } from './infra/metrics/http-metrics.middleware';
 import { MetricsService } from './infra/metrics/metrics.service';
@@ -16,6 +17,7 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   app.useLogger(app.get(Logger));
   app.use(httpMetricsMiddleware(app.get(MetricsService)));
   app.use(pathTextGuard());
+  app.use(consoleMiddleware());
   app.useBodyParser('json', { limit: '32mb' });
   // Registered here (Nest would add the same parser at init, after this) so its errors are shaped below too.
   app.useBodyParser('urlencoded', { extended: true });

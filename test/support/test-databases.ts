@@ -81,6 +81,7 @@ export const OWN_DATABASES = [
   'heartbeats',
   'workerlogs',
   'cli',
+  'console',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
