@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import type { Server } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { AppModule } from './app.module';
@@ -38,7 +39,7 @@ export async function serve(): Promise<NestExpressApplication> {
     throw err;
   }
   const embedded: { worker?: Worker } = {};
-  closeOnSignals(app, embedded);
+  closeOnSignals(app, embedded, env.RUNPLANE_SHUTDOWN_GRACE_SECONDS * 1000);
   process.stdout.write(
     `runplane: listening on ${await app.getUrl()} ` +
       `(${env.DATABASE_URL ? 'PostgreSQL at DATABASE_URL' : `embedded PostgreSQL in ${env.RUNPLANE_DATA_DIR}`})\n`,
@@ -62,10 +63,13 @@ export async function serve(): Promise<NestExpressApplication> {
 }
 
 /**
- * SIGINT/SIGTERM: the embedded worker stops its jobs and reports them (while the server still answers), then the
- * server stops taking requests, finishes the ones in flight, closes the pool and the embedded database, exits 0.
+ * SIGINT/SIGTERM: the embedded worker stops its jobs and reports them (while the server still answers); then the
+ * server stops taking connections and lets the requests in flight finish, for at most `graceMs` (a follower's event
+ * stream never finishes: it is cut then); then the app closes (pool, embedded database) and the process exits 0.
+ * The server stops listening before any module shuts down, so no request meets a half-closed app; behind a load
+ * balancer, new connections are refused and go to the other instances.
  */
-function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker }): void {
+function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker }, graceMs: number): void {
   let closing = false;
   const shutdown = (signal: NodeJS.Signals) => {
     if (closing) return;
@@ -75,6 +79,7 @@ function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker
       .catch((err: unknown) =>
         process.stderr.write(`runplane: the embedded worker did not stop cleanly: ${String(err)}\n`),
       )
+      .then(() => drain(app.getHttpServer() as Server, graceMs))
       .then(() => app.close())
       .then(
         () => process.exit(0),
@@ -86,4 +91,23 @@ function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
+}
+
+/** Stops listening, closes idle keep-alive connections, and waits for the requests in flight, at most `graceMs`. */
+async function drain(server: Server, graceMs: number): Promise<void> {
+  if (!server.listening) return;
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), graceMs)));
+  // Connections that were idle while a request elsewhere finished close as they become idle.
+  const idler = setInterval(() => server.closeIdleConnections(), 100);
+  const outcome = await Promise.race([closed, late]);
+  clearTimeout(timer);
+  clearInterval(idler);
+  if (outcome === 'late') {
+    process.stderr.write(`runplane: requests still open after ${graceMs} ms; closing them\n`);
+    server.closeAllConnections();
+    await closed;
+  }
 }

@@ -28,6 +28,8 @@ const embeddedByUrl = new Map<string, EmbeddedPostgres>();
             poolSize: embedded || env.DATABASE_EMBEDDED ? 1 : env.DATABASE_POOL_SIZE,
             embedded: !!embedded || env.DATABASE_EMBEDDED,
             idleSeconds: env.DATABASE_POOL_IDLE_SECONDS,
+            namedStatements: env.DATABASE_NAMED_STATEMENTS,
+            statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
           }),
           autoLoadEntities: true,
           // A server at DATABASE_URL may be starting alongside us: a refused or dropped connection is tried again for

@@ -1,11 +1,14 @@
 import { Injectable, Logger, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, QueryRunner } from 'typeorm';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { Env } from '../../config/env';
 import { MetricsService } from '../metrics/metrics.service';
 
 const LEADER_LOCK_KEY = 0x72706c70; // 'rplp'
+/** Elections never run more often than this, whatever the shortest loop's interval. */
+const MIN_ELECTION_MS = 250;
 
 export interface Loop {
   name: string;
@@ -15,12 +18,19 @@ export interface Loop {
 
 /**
  * Background loops (lapsed leases, sweeps of cancelled subtrees, clean-up, event retention), each pass bounded. With
- * several instances on one database, one runs them: the holder of a session advisory lock (released if it dies).
+ * several instances on one database, one runs them: the one whose connection of its own holds an advisory lock.
+ * The lock is a transaction lock in a transaction kept open (idle, with no snapshot and no transaction id, so it
+ * holds back no vacuum): that works behind a transaction-pooling PgBouncer too, which pins a server connection to
+ * a client for as long as its transaction lasts, and closes it (so the lock goes) when the client dies. A session
+ * lock would not: through such a pooler it would stay on a server connection that others then use. Followers try to
+ * take it every election interval (the shortest loop's), so a leader killed with kill -9 is replaced within one.
  */
 @Injectable()
 export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(BackgroundLoopsService.name);
-  private leaderRunner?: QueryRunner;
+  private leader?: Client;
+  private leading = false;
+  private electing = false;
   private busy = new Set<string>();
   private stopped = false;
 
@@ -46,8 +56,19 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
     return found;
   }
 
+  /** How often followers try to become the leader (and the leader checks its connection). */
+  get electionMs(): number {
+    return Math.max(MIN_ELECTION_MS, Math.min(...this.loops.map((l) => l.everyMs), 60_000));
+  }
+
   onApplicationBootstrap(): void {
     if (!this.env.RUNPLANE_BACKGROUND_LOOPS) return;
+    this.metrics.loopsLeader.set(0);
+    void this.elect();
+    this.scheduler.addInterval(
+      'runplane:leader-election',
+      setInterval(() => void this.elect(), this.electionMs),
+    );
     for (const loop of this.loops) {
       this.scheduler.addInterval(
         `runplane:${loop.name}`,
@@ -58,16 +79,16 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
 
   async onApplicationShutdown(): Promise<void> {
     this.stopped = true;
-    for (const loop of this.loops)
-      if (this.scheduler.doesExist('interval', `runplane:${loop.name}`))
-        this.scheduler.deleteInterval(`runplane:${loop.name}`);
-    while (this.busy.size > 0) await new Promise((r) => setTimeout(r, 20));
-    await this.leaderRunner?.release().catch(() => undefined);
+    for (const name of ['leader-election', ...this.loops.map((l) => l.name)])
+      if (this.scheduler.doesExist('interval', `runplane:${name}`)) this.scheduler.deleteInterval(`runplane:${name}`);
+    while (this.busy.size > 0 || this.electing) await new Promise((r) => setTimeout(r, 20));
+    // Ending the session ends its transaction: the lock goes at once and a follower takes over at its next election.
+    await this.resign();
   }
 
   /** One pass of a loop, if this instance leads and the loop's previous pass has finished. */
   async tick(loop: Loop): Promise<number> {
-    if (this.stopped || this.busy.has(loop.name) || !(await this.isLeader())) return 0;
+    if (this.stopped || this.busy.has(loop.name) || !this.isLeader()) return 0;
     this.busy.add(loop.name);
     const end = this.metrics.loopDuration.startTimer({ loop: loop.name });
     try {
@@ -85,24 +106,63 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
     }
   }
 
-  private async isLeader(): Promise<boolean> {
-    // The embedded database is one process (its data directory is locked) and has one connection to spare: lead.
-    if (!this.env.DATABASE_URL) return true;
-    // The lock lives as long as its session: when that connection dies TypeORM releases the runner; compete again.
-    if (this.leaderRunner && !this.leaderRunner.isReleased) return true;
-    this.leaderRunner = undefined;
-    const runner = this.dataSource.createQueryRunner();
+  private isLeader(): boolean {
+    // The embedded database is one process (its data directory is locked), or one shared session: lead.
+    if (!this.env.DATABASE_URL || this.env.DATABASE_EMBEDDED) return true;
+    return this.leading;
+  }
+
+  /** The leader checks that its session is alive; a follower tries to take the lock on a new session. */
+  private async elect(): Promise<void> {
+    if (this.stopped || this.electing || !this.env.DATABASE_URL || this.env.DATABASE_EMBEDDED) return;
+    this.electing = true;
     try {
-      const [row] = await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [LEADER_LOCK_KEY]);
-      if (row.locked) {
-        this.leaderRunner = runner; // keep the session: the lock lives as long as it does
-        this.logger.log('this instance runs the background loops');
-        return true;
+      if (this.leader) {
+        await this.leader.query('SELECT 1');
+        return;
       }
+      const client = new Client({
+        connectionString: (this.dataSource.options as { url?: string }).url,
+        application_name: 'runplane-leader',
+        connectionTimeoutMillis: 5000,
+      });
+      client.on('error', () => void this.lost(client));
+      client.on('end', () => void this.lost(client));
+      this.leader = client;
+      await client.connect();
+      await client.query('BEGIN');
+      const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [
+        LEADER_LOCK_KEY,
+      ]);
+      if (this.leader !== client) return;
+      if (!rows[0]?.locked) {
+        await this.resign();
+        return;
+      }
+      this.leading = true;
+      this.metrics.loopsLeader.set(1);
+      this.metrics.loopsLeaderSince.set(Date.now() / 1000);
+      this.metrics.loopsLeadershipAcquired.inc();
+      this.logger.log('this instance runs the background loops');
     } catch (err) {
-      this.logger.warn({ err }, 'leader election failed');
+      if (this.leading) this.logger.warn({ err }, 'the background loops leader lost its database session');
+      await this.resign();
+    } finally {
+      this.electing = false;
     }
-    await runner.release();
-    return false;
+  }
+
+  private async lost(client: Client): Promise<void> {
+    if (this.leader !== client) return;
+    if (this.leading) this.logger.warn('the background loops leader lost its database session');
+    await this.resign();
+  }
+
+  private async resign(): Promise<void> {
+    const client = this.leader;
+    this.leader = undefined;
+    this.leading = false;
+    this.metrics.loopsLeader.set(0);
+    await client?.end().catch(() => undefined);
   }
 }
