@@ -205,7 +205,14 @@ export function parseEnv(raw: NodeJS.ProcessEnv): Env {
     const v = raw[key];
     if (v !== undefined && v !== '') cleaned[key] = v;
   }
-  for (const key of ['DATABASE_URL', 'DATABASE_SESSION_URL', 'DATABASE_READ_URL', 'RUNPLANE_ADMIN_TOKEN', 'RUNPLANE_WORKER_DIR']) {
+  const optional = [
+    'DATABASE_URL',
+    'DATABASE_SESSION_URL',
+    'DATABASE_READ_URL',
+    'RUNPLANE_ADMIN_TOKEN',
+    'RUNPLANE_WORKER_DIR',
+  ];
+  for (const key of optional) {
     const v = raw[key];
     if (v !== undefined && v !== '') cleaned[key] = v;
   }
