@@ -31,6 +31,12 @@ export interface CallOptions {
   idempotent?: boolean | string;
   /** Send to this instance (no spreading; still moves on if it refuses). */
   instance?: number;
+  /**
+   * Safe to send again after a reset connection: worker reports (a repeated report is answered 200 or 409) and
+   * claims (a claim whose answer was lost only leaves a lease to lapse). A draining instance resets connections it
+   * accepted but had not read a request from yet.
+   */
+  safe?: boolean;
 }
 
 export const ADMIN_TOKEN = `rp-multi-admin-${'x'.repeat(24)}`;
@@ -120,7 +126,7 @@ export class Instances {
         : typeof options.idempotent === 'string'
           ? options.idempotent
           : undefined;
-    const safe = method === 'GET' || key !== undefined;
+    const safe = method === 'GET' || key !== undefined || options.safe === true;
     let retried = 0;
     for (let attempt = 0; ; attempt++) {
       const i = options.instance !== undefined && attempt === 0 ? options.instance : this.pick();
