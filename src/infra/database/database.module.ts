@@ -80,7 +80,7 @@ async function openDataSource(options: DataSourceOptions): Promise<DataSource> {
  * Column types TypeORM's PostgreSQL driver does not list but our entities use, so that entities and migrations can
  * agree on them: `xid8` (events.tx_id, a transaction id; see EventsRepository.read).
  */
-function teachTypes(dataSource: DataSource): void {
+export function teachTypes(dataSource: DataSource): void {
   const supported = dataSource.driver.supportedDataTypes as string[];
   if (!supported.includes('xid8')) supported.push('xid8');
 }
