@@ -75,7 +75,7 @@ describe('a streaming replica for reads (pg_basebackup hot standby)', () => {
     expect(await instances.metrics(0)).toMatch(/^runplane_replica_lag_bytes \d+/m);
   });
 
-  it("a client's own write is never missing from its next read, even while the standby's replay is paused", async () => {
+  it("a client's own write is never missing from its next read, even with the standby's replay paused", async () => {
     await onStandby.query('SELECT pg_wal_replay_pause()');
     try {
       const behindBefore = await reads('primary', 'behind');
