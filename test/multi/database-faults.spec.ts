@@ -74,7 +74,7 @@ describe('database faults under load (a cluster of its own)', () => {
     expect(invariants.body).toMatchObject({ ok: true });
   };
 
-  it('PostgreSQL stopped and started: 503 DATABASE_UNAVAILABLE meanwhile, /readyz says so, then all heals', async () => {
+  it('PostgreSQL stopped and started: 503 DATABASE_UNAVAILABLE meanwhile, /readyz says so, all heals', async () => {
     let done = false;
     const load = lifecycleLoad(instances, actors, () => done);
     const readiness = watchReadiness(() => done);

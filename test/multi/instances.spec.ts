@@ -64,7 +64,7 @@ describe.each([
       expect(await instances.metrics(i)).not.toMatch(/runplane_http_request_duration_seconds_count\{[^}]*status="5/);
   });
 
-  it('background loops on exactly one instance; after kill -9 of it another takes over within one interval', async () => {
+  it('background loops on exactly one instance; after kill -9 of it another takes over in one interval', async () => {
     const leaders = async () => {
       const flags = [];
       for (let i = 0; i < instances.size; i++)
