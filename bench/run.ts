@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
 import { runBilling } from './billing';
 import { runBoundedPage } from './bounded-page';
+import { runInstances } from './instances';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
@@ -28,6 +29,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   lifecycle: runLifecycle,
   billing: runBilling,
   'bounded-page': runBoundedPage,
+  instances: runInstances,
 };
 
 async function main(argv: string[]): Promise<number> {

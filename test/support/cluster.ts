@@ -16,7 +16,7 @@ import { Client } from 'pg';
 const run = promisify(execFile);
 const PG_VERSION = process.env.RUNPLANE_TEST_PG_VERSION ?? '15';
 const PG_BIN = process.env.RUNPLANE_TEST_PG_BIN ?? `/usr/lib/postgresql/${PG_VERSION}/bin`;
-const PGBOUNCER = process.env.RUNPLANE_TEST_PGBOUNCER ?? '/usr/sbin/pgbouncer';
+const PGBOUNCER = process.env.RUNPLANE_TEST_PGBOUNCER_BIN ?? '/usr/sbin/pgbouncer';
 const asRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
 function asPostgres(cmd: string, args: string[]): [string, string[]] {

@@ -1,8 +1,12 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { required } from '../../src/common/required';
 
-const CLI = join(__dirname, '../../dist/src/cli.js');
+// From the sources (jest) the build is in dist/; from the build itself (a bench), beside this file's tree.
+const CLI =
+  [join(__dirname, '../../dist/src/cli.js'), join(__dirname, '../../src/cli.js')].find((p) => existsSync(p)) ??
+  join(__dirname, '../../dist/src/cli.js');
 
 export interface ServerProcess {
   child: ChildProcess;
