@@ -2,7 +2,7 @@ import { Client } from 'pg';
 import { PgBouncer, PostgresCluster } from '../test/support/cluster';
 import { Instances } from '../test/support/instances';
 import { lifecycleLoad, LoadResult, setUpActors } from '../test/support/load';
-import { BenchEnv, log, printTable, QUICK, TargetResult } from './support';
+import { log, printTable, QUICK, TargetResult } from './support';
 
 /**
  * `npm run bench -- instances`: several instances on one PostgreSQL (a cluster of the bench's own, so restarts and
@@ -37,7 +37,7 @@ async function measure(instances: Instances): Promise<LoadResult> {
   return load;
 }
 
-export async function runInstances(_env: BenchEnv): Promise<TargetResult[]> {
+export async function runInstances(): Promise<TargetResult[]> {
   log(`instances: ${await PostgresCluster.version()}, ${await PgBouncer.version()}; ${SECONDS} s of load per shape`);
   const primary = await PostgresCluster.create('bench');
   const rows: (string | number)[][] = [];
