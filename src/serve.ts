@@ -64,10 +64,9 @@ export async function serve(): Promise<NestExpressApplication> {
 
 /**
  * SIGINT/SIGTERM: the embedded worker stops its jobs and reports them (while the server still answers); then the
- * server stops taking connections and lets the requests in flight finish, for at most `graceMs` (a follower's event
- * stream never finishes: it is cut then); then the app closes (pool, embedded database) and the process exits 0.
- * The server stops listening before any module shuts down, so no request meets a half-closed app; behind a load
- * balancer, new connections are refused and go to the other instances.
+ * server stops listening (behind a load balancer new connections are refused and go to the other instances) and the
+ * app closes: followers' event streams end, the requests in flight finish (the pool closes only after them), for at
+ * most `graceMs`, after which open connections are cut; then the process exits 0.
  */
 function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker }, graceMs: number): void {
   let closing = false;
@@ -79,8 +78,7 @@ function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker
       .catch((err: unknown) =>
         process.stderr.write(`runplane: the embedded worker did not stop cleanly: ${String(err)}\n`),
       )
-      .then(() => drain(app.getHttpServer() as Server, graceMs))
-      .then(() => app.close())
+      .then(() => closeDraining(app, graceMs))
       .then(
         () => process.exit(0),
         (err: unknown) => {
@@ -93,21 +91,20 @@ function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker
   process.once('SIGTERM', shutdown);
 }
 
-/** Stops listening, closes idle keep-alive connections, and waits for the requests in flight, at most `graceMs`. */
-async function drain(server: Server, graceMs: number): Promise<void> {
-  if (!server.listening) return;
-  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  server.closeIdleConnections();
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), graceMs)));
-  // Connections that were idle while a request elsewhere finished close as they become idle.
+/** Stops listening, then closes the app (which waits for every connection to end), cutting them after `graceMs`. */
+async function closeDraining(app: NestExpressApplication, graceMs: number): Promise<void> {
+  const server = app.getHttpServer() as Server;
+  if (server.listening) server.close(); // the app's close below waits for the connections to end
+  // Keep-alive connections are closed as they fall idle, so that they do not hold the close up.
   const idler = setInterval(() => server.closeIdleConnections(), 100);
-  const outcome = await Promise.race([closed, late]);
-  clearTimeout(timer);
-  clearInterval(idler);
-  if (outcome === 'late') {
+  const late = setTimeout(() => {
     process.stderr.write(`runplane: requests still open after ${graceMs} ms; closing them\n`);
     server.closeAllConnections();
-    await closed;
+  }, graceMs);
+  try {
+    await app.close();
+  } finally {
+    clearInterval(idler);
+    clearTimeout(late);
   }
 }

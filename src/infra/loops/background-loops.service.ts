@@ -23,12 +23,14 @@ export interface Loop {
  * holds back no vacuum): that works behind a transaction-pooling PgBouncer too, which pins a server connection to
  * a client for as long as its transaction lasts, and closes it (so the lock goes) when the client dies. A session
  * lock would not: through such a pooler it would stay on a server connection that others then use. Followers try to
- * take it every election interval (the shortest loop's), so a leader killed with kill -9 is replaced within one.
+ * take it every election interval (half the shortest loop's), so a leader killed with kill -9 is replaced within one
+ * interval of that loop.
  */
 @Injectable()
 export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger(BackgroundLoopsService.name);
-  private leader?: Client;
+  /** This instance's election connection: it holds the lock while leading, and tries for it while following. */
+  private session?: Client;
   private leading = false;
   private electing = false;
   private busy = new Set<string>();
@@ -56,9 +58,12 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
     return found;
   }
 
-  /** How often followers try to become the leader (and the leader checks its connection). */
+  /**
+   * How often followers try to become the leader (and the leader checks its connection): half the shortest loop's
+   * interval, so a leader that dies is replaced within one interval of that loop.
+   */
   get electionMs(): number {
-    return Math.max(MIN_ELECTION_MS, Math.min(...this.loops.map((l) => l.everyMs), 60_000));
+    return Math.max(MIN_ELECTION_MS, Math.min(...this.loops.map((l) => l.everyMs), 60_000) / 2);
   }
 
   onApplicationBootstrap(): void {
@@ -112,31 +117,24 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
     return this.leading;
   }
 
-  /** The leader checks that its session is alive; a follower tries to take the lock on a new session. */
+  /** The leader checks that its session is alive; a follower tries to take the lock (on a session it keeps). */
   private async elect(): Promise<void> {
     if (this.stopped || this.electing || !this.env.DATABASE_URL || this.env.DATABASE_EMBEDDED) return;
     this.electing = true;
     try {
-      if (this.leader) {
-        await this.leader.query('SELECT 1');
+      const client = this.session ?? (await this.connect());
+      if (this.leading) {
+        await client.query('SELECT 1');
         return;
       }
-      const client = new Client({
-        connectionString: (this.dataSource.options as { url?: string }).url,
-        application_name: 'runplane-leader',
-        connectionTimeoutMillis: 5000,
-      });
-      client.on('error', () => void this.lost(client));
-      client.on('end', () => void this.lost(client));
-      this.leader = client;
-      await client.connect();
-      await client.query('BEGIN');
-      const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS locked', [
-        LEADER_LOCK_KEY,
-      ]);
-      if (this.leader !== client) return;
-      if (!rows[0]?.locked) {
-        await this.resign();
+      // One round trip: BEGIN and the try (the key is a constant). Through a transaction pooler, the server
+      // connection stays this client's until the transaction ends: for as long as it leads.
+      const results = (await client.query(
+        `BEGIN; SELECT pg_try_advisory_xact_lock(${LEADER_LOCK_KEY}) AS locked`,
+      )) as unknown as { rows: { locked?: boolean }[] }[];
+      if (this.session !== client) return;
+      if (!results[1]?.rows[0]?.locked) {
+        await client.query('ROLLBACK');
         return;
       }
       this.leading = true;
@@ -152,15 +150,28 @@ export class BackgroundLoopsService implements OnApplicationBootstrap, OnApplica
     }
   }
 
+  private async connect(): Promise<Client> {
+    const client = new Client({
+      connectionString: (this.dataSource.options as { url?: string }).url,
+      application_name: 'runplane-leader',
+      connectionTimeoutMillis: 5000,
+    });
+    client.on('error', () => void this.lost(client));
+    client.on('end', () => void this.lost(client));
+    this.session = client;
+    await client.connect();
+    return client;
+  }
+
   private async lost(client: Client): Promise<void> {
-    if (this.leader !== client) return;
+    if (this.session !== client) return;
     if (this.leading) this.logger.warn('the background loops leader lost its database session');
     await this.resign();
   }
 
   private async resign(): Promise<void> {
-    const client = this.leader;
-    this.leader = undefined;
+    const client = this.session;
+    this.session = undefined;
     this.leading = false;
     this.metrics.loopsLeader.set(0);
     await client?.end().catch(() => undefined);
