@@ -90,7 +90,8 @@ export class Instances {
   }
 
   private spawn(): Promise<ServerProcess> {
-    return startServer(this.env);
+    // A loaded 2-core machine starting several instances at once can take a while.
+    return startServer(this.env, ['serve'], 120_000);
   }
 
   /** Starts instance `i` again (after a stop or kill), on a new port. */
