@@ -40,6 +40,8 @@ module.exports = async () => {
     transform: { '^.+\\.ts$': swc },
     moduleFileExtensions: ['ts', 'js', 'json'],
     testMatch: ['<rootDir>/test/**/*.spec.ts'],
+    // The multi-instance tier runs in a stage of its own (jest.multi.config.js, .ci/multi).
+    testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/multi/'],
     globalSetup: '<rootDir>/test/support/global-setup.ts',
     globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     // The embedded database is one serialised session: one worker. A real server: one database per worker.

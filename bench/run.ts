@@ -4,6 +4,7 @@ import { runBilling } from './billing';
 import { runBoundedPage } from './bounded-page';
 import { runCli } from './cli';
 import { runConsole } from './console';
+import { runInstances } from './instances';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runRunsList } from './runs-list';
@@ -34,6 +35,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   worker: runWorker,
   cli: runCli,
   console: runConsole,
+  instances: runInstances,
 };
 /** Server settings a suite needs, set while its app starts and restored after it. */
 const SUITE_ENV: Record<string, Record<string, string>> = { worker: WORKER_BENCH_ENV };

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import type { Server } from 'node:http';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { AppModule } from './app.module';
@@ -38,7 +39,7 @@ export async function serve(): Promise<NestExpressApplication> {
     throw err;
   }
   const embedded: { worker?: Worker } = {};
-  closeOnSignals(app, embedded);
+  closeOnSignals(app, embedded, env.RUNPLANE_SHUTDOWN_GRACE_SECONDS * 1000);
   process.stdout.write(
     `runplane: listening on ${await app.getUrl()} ` +
       `(${env.DATABASE_URL ? 'PostgreSQL at DATABASE_URL' : `embedded PostgreSQL in ${env.RUNPLANE_DATA_DIR}`})\n`,
@@ -62,10 +63,12 @@ export async function serve(): Promise<NestExpressApplication> {
 }
 
 /**
- * SIGINT/SIGTERM: the embedded worker stops its jobs and reports them (while the server still answers), then the
- * server stops taking requests, finishes the ones in flight, closes the pool and the embedded database, exits 0.
+ * SIGINT/SIGTERM: the embedded worker stops its jobs and reports them (while the server still answers); then the
+ * server stops listening (behind a load balancer new connections are refused and go to the other instances) and the
+ * app closes: followers' event streams end, the requests in flight finish (the pool closes only after them), for at
+ * most `graceMs`, after which open connections are cut; then the process exits 0.
  */
-function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker }): void {
+function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker }, graceMs: number): void {
   let closing = false;
   const shutdown = (signal: NodeJS.Signals) => {
     if (closing) return;
@@ -75,7 +78,7 @@ function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker
       .catch((err: unknown) =>
         process.stderr.write(`runplane: the embedded worker did not stop cleanly: ${String(err)}\n`),
       )
-      .then(() => app.close())
+      .then(() => closeDraining(app, graceMs))
       .then(
         () => process.exit(0),
         (err: unknown) => {
@@ -86,4 +89,22 @@ function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
+}
+
+/** Stops listening, then closes the app (which waits for every connection to end), cutting them after `graceMs`. */
+async function closeDraining(app: NestExpressApplication, graceMs: number): Promise<void> {
+  const server = app.getHttpServer() as Server;
+  if (server.listening) server.close(); // the app's close below waits for the connections to end
+  // Keep-alive connections are closed as they fall idle, so that they do not hold the close up.
+  const idler = setInterval(() => server.closeIdleConnections(), 100);
+  const late = setTimeout(() => {
+    process.stderr.write(`runplane: requests still open after ${graceMs} ms; closing them\n`);
+    server.closeAllConnections();
+  }, graceMs);
+  try {
+    await app.close();
+  } finally {
+    clearInterval(idler);
+    clearTimeout(late);
+  }
 }

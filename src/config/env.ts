@@ -81,6 +81,44 @@ export class Env {
   @IsBoolean({ message: 'must be true or false' })
   DATABASE_EMBEDDED: boolean = false;
 
+  /**
+   * Named prepared statements on the hot path. Turn off behind a pooler in transaction mode that does not track them
+   * (PgBouncer before 1.21, Debian 12's 1.18): a name prepared on one server connection is missing on the next.
+   */
+  @Transform(toBool)
+  @IsBoolean({ message: 'must be true or false' })
+  DATABASE_NAMED_STATEMENTS: boolean = true;
+
+  /**
+   * A session-capable URL (the primary itself, or a session-pooling PgBouncer) for what needs a session of its own:
+   * LISTEN for event and log followers. Default: DATABASE_URL. Needed when DATABASE_URL is a transaction pooler.
+   */
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' })
+  DATABASE_SESSION_URL?: string;
+
+  /**
+   * A hot standby for the heavy read-only pages (runs list, history, costs, billing reports). A read goes there only
+   * when the standby has replayed everything the primary had written when the read began; else to the primary.
+   */
+  @IsOptional()
+  @Matches(/^postgres(ql)?:\/\/\S+$/, { message: 'must be a postgres:// or postgresql:// URL' })
+  DATABASE_READ_URL?: string;
+
+  /** statement_timeout of app sessions; a statement past it is cancelled and answered 503; 0 = none. */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer number of milliseconds' })
+  @Min(0)
+  @Max(86_400_000)
+  DATABASE_STATEMENT_TIMEOUT_MS: number = 0;
+
+  /** On SIGTERM: how long requests in flight may take to finish before the process exits anyway. */
+  @Transform(toInt)
+  @IsInt({ message: 'must be an integer number of seconds' })
+  @Min(1)
+  @Max(3600)
+  RUNPLANE_SHUTDOWN_GRACE_SECONDS: number = 15;
+
   @Transform(toInt)
   @IsInt({ message: 'must be an integer number of seconds' })
   @Min(5)
@@ -183,7 +221,14 @@ export function parseEnv(raw: NodeJS.ProcessEnv): Env {
     const v = raw[key];
     if (v !== undefined && v !== '') cleaned[key] = v;
   }
-  for (const key of ['DATABASE_URL', 'RUNPLANE_ADMIN_TOKEN', 'RUNPLANE_WORKER_DIR']) {
+  const optional = [
+    'DATABASE_URL',
+    'DATABASE_SESSION_URL',
+    'DATABASE_READ_URL',
+    'RUNPLANE_ADMIN_TOKEN',
+    'RUNPLANE_WORKER_DIR',
+  ];
+  for (const key of optional) {
     const v = raw[key];
     if (v !== undefined && v !== '') cleaned[key] = v;
   }
@@ -191,7 +236,7 @@ export function parseEnv(raw: NodeJS.ProcessEnv): Env {
   const errors = validateSync(env, { forbidUnknownValues: false });
   if (errors.length > 0) {
     const e = errors[0];
-    const shown = e.property.endsWith('_TOKEN') || e.property === 'DATABASE_URL' ? '(hidden)' : JSON.stringify(e.value);
+    const shown = e.property.endsWith('_TOKEN') || e.property.endsWith('_URL') ? '(hidden)' : JSON.stringify(e.value);
     // A type error says more than a range error about the same value.
     const constraints = e.constraints ?? {};
     const key =

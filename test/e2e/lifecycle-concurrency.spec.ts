@@ -1,19 +1,7 @@
 import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
-import { DONE, ERROR, NO_CAPACITY, Outcome } from '../../bench/reference-worker';
 import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
-import { jobSpec, makeGroupChain, makeProject, makeRun } from '../support/factories';
-import { invariants, makeWorker } from '../support/workers';
-
-/** A seeded PRNG, so a failing run can be replayed by its seed. */
-function prng(seed: number) {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
+import { makeProject } from '../support/factories';
+import { randomisedWorkload } from '../support/workload';
 
 describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
   let t: TestApp;
@@ -31,142 +19,23 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
   afterAll(() => t.close());
 
   it('ends with zero invariant mismatches and no submission run twice', async () => {
-    const seed = Number(process.env.WORKLOAD_SEED ?? Date.now() % 100000);
-    const rand = prng(seed);
-    const pick = <T>(xs: T[]) => xs[Math.floor(rand() * xs.length)];
-    const runs: { id: string; groups: number[] }[] = [];
-    for (let r = 0; r < 4; r++) {
-      const run = await makeRun(t, owner, project, {
-        retry: { on_events: ['no_capacity', 'interruption', 'error'], max_attempts: 3 },
-        job_groups: [
-          { ref: 'a' },
-          { ref: 'b', parent_ref: 'a', cancel_after_n_failures: 3 },
-          { ref: 'c', parent_ref: 'b' },
-        ],
-        jobs: [
-          { spec: jobSpec(), replicas: 4 },
-          { group_ref: 'a', spec: jobSpec(), replicas: 4 },
-          { group_ref: 'b', spec: jobSpec(), replicas: 4 },
-          { group_ref: 'c', spec: jobSpec(), replicas: 4 },
-        ],
-      });
-      const deeper = await makeGroupChain(t, owner, project, run.id, 2, 3);
-      await t.http
-        .post(`/api/v1/projects/${project}/runs/${run.id}/job-groups/${deeper[1]}/jobs`)
-        .set(owner.auth)
-        .send({ jobs: [{ spec: jobSpec(), replicas: 4 }] })
-        .expect(201);
-      runs.push({ id: run.id, groups: [0, 1, 2, 3, ...deeper] });
-    }
-
-    const claimedBy = new Map<string, string>();
-    const doubleClaims: string[] = [];
-    const unexpected: string[] = [];
-    const outcomes: Outcome[] = [
-      DONE,
-      DONE,
-      DONE,
-      ERROR,
-      NO_CAPACITY,
-      { status: 'failed', termination_reason: 'instance_unreachable' },
-      { status: 'aborted', termination_reason: 'aborted_by_user' },
-    ];
-    /** job_counts read while everything moves: never negative, always adding up to the run's jobs. */
-    const countsSeen: string[] = [];
-    const sampleCounts = async () => {
-      const run = pick(runs);
-      const res = await t.http
-        .get(`/api/v1/projects/${project}/runs/${run.id}`)
-        .query({ jobs_limit: 0 })
-        .set(owner.auth);
-      const counts = Object.values(res.body.job_counts ?? {}) as number[];
-      if (res.status !== 200 || counts.some((n) => n < 0) || counts.reduce((a, b) => a + b, 0) !== 20)
-        countsSeen.push(`${res.status} ${JSON.stringify(res.body.job_counts)}`);
-    };
     const lifecycle = t.app.get(ServerTransitionsService);
-
-    const worker = async (n: number) => {
-      const w = makeWorker(t, service, `worker-${n}`);
-      for (let round = 0; round < 40; round++) {
-        const claimed = await w.claim(1 + Math.floor(rand() * 3));
-        if (claimed.length === 0 && round > 5) break;
-        for (const s of claimed) {
-          if (claimedBy.has(s.id)) doubleClaims.push(s.id);
-          claimedBy.set(s.id, w.workerId);
-          const roll = rand();
-          if (roll < 0.1) {
-            // abandon it: the lease lapses
-            await t.dataSource.query(
-              `UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
-              [s.id],
-            );
-            continue;
-          }
-          const outcome = pick(outcomes);
-          const res = await w.execute(s, outcome);
-          if (res.status !== 200 && res.status !== 409)
-            unexpected.push(`complete ${res.status} ${JSON.stringify(res.body)}`);
-          if (roll < 0.3) {
-            const dup = await w.complete(
-              s.id,
-              res.cancelled ? { status: 'terminated', termination_reason: 'job_group_cancelled' } : outcome,
-            );
-            if (dup.status !== 200 && dup.status !== 409) unexpected.push(`duplicate ${dup.status}`);
-          }
-          if (roll > 0.9) {
-            const stale = await makeWorker(t, service, 'stranger').complete(s.id, DONE);
-            if (stale.status !== 409) unexpected.push(`stranger got ${stale.status}`);
-          }
-        }
-      }
-    };
-    const chaos = async () => {
-      for (let i = 0; i < 12; i++) {
-        const run = pick(runs);
-        const roll = rand();
-        const res =
-          roll < 0.15
-            ? await t.http
-                .post(`/api/v1/projects/${project}/runs/${run.id}/stop`)
-                .set(owner.auth)
-                .send({ abort: rand() < 0.5 })
-            : await t.http
-                .post(`/api/v1/projects/${project}/runs/${run.id}/job-groups/${pick(run.groups.slice(1))}/cancel`)
-                .set(owner.auth)
-                .send({});
-        if (res.status !== 200) unexpected.push(`cancel ${res.status} ${JSON.stringify(res.body)}`);
-        await lifecycle.expireLapsedLeases(50);
-        await lifecycle.sweepCancelled(20, 100);
-        await sampleCounts();
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
-    await Promise.all([worker(1), worker(2), worker(3), worker(4), chaos()]);
-    await lifecycle.expireLapsedLeases(500);
-    await lifecycle.sweepCancelled(100, 1000);
-
-    expect({ seed, unexpected }).toEqual({ seed, unexpected: [] });
-    expect({ seed, doubleClaims }).toEqual({ seed, doubleClaims: [] });
-    expect(claimedBy.size).toBeGreaterThan(20);
-    const report = await invariants(t, admin);
-    expect({ seed, mismatches: report.mismatches }).toEqual({ seed, mismatches: [] });
-    expect({ seed, countsSeen }).toEqual({ seed, countsSeen: [] });
-    // Afterwards each run's job_counts are exactly its jobs' statuses as the jobs list shows them.
-    for (const run of runs) {
-      const tally: Record<string, number> = {};
-      let cursor: string | null = null;
-      do {
-        const page: { body: { items: { status: string }[]; next_cursor: string | null } } = await t.http
-          .get(`/api/v1/projects/${project}/runs/${run.id}/job-groups/0/jobs`)
-          .query({ recursive: true, limit: 7, ...(cursor ? { cursor } : {}) })
-          .set(owner.auth)
-          .expect(200);
-        for (const j of page.body.items) tally[j.status] = (tally[j.status] ?? 0) + 1;
-        cursor = page.body.next_cursor;
-      } while (cursor);
-      const view = await t.http.get(`/api/v1/projects/${project}/runs/${run.id}`).set(owner.auth).expect(200);
-      expect({ seed, run: run.id, counts: view.body.job_counts }).toEqual({ seed, run: run.id, counts: tally });
-    }
+    await randomisedWorkload(
+      t,
+      { owner, service, admin, project },
+      {
+        lapse: async (id) => {
+          await t.dataSource.query(
+            `UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+            [id],
+          );
+        },
+        passes: async (final) => {
+          await lifecycle.expireLapsedLeases(final ? 500 : 50);
+          await lifecycle.sweepCancelled(final ? 100 : 20, final ? 1000 : 100);
+        },
+      },
+    );
     const deadlocks = await t.http.get('/metrics').expect(200);
     expect(deadlocks.text).not.toMatch(/runplane_http_request_duration_seconds_count\{[^}]*status="500"/);
   });

@@ -3,7 +3,7 @@ import { uniqueName } from './test-app';
 
 /** A project owned (as project admin) by `owner`, created through the API. */
 export async function makeProject(
-  t: TestApp,
+  t: Pick<TestApp, 'http'>,
   owner: TestUser,
   overrides: Record<string, unknown> = {},
 ): Promise<{ name: string; id: string }> {
@@ -16,7 +16,7 @@ export async function makeProject(
 }
 
 export async function setMembers(
-  t: TestApp,
+  t: Pick<TestApp, 'http'>,
   admin: TestUser,
   project: string,
   members: { user: string; role: string }[],
@@ -34,7 +34,12 @@ export const jobSpec = (overrides: Record<string, unknown> = {}) => ({
 export type RunBody = Record<string, unknown> & { jobs?: unknown[] };
 
 /** Submits a run through the API (one job by default) and returns its body. */
-export async function makeRun(t: TestApp, user: TestUser, project: string, body: RunBody = {}): Promise<RunResponse> {
+export async function makeRun(
+  t: Pick<TestApp, 'http'>,
+  user: TestUser,
+  project: string,
+  body: RunBody = {},
+): Promise<RunResponse> {
   const res = await t.http
     .post(`/api/v1/projects/${project}/runs`)
     .set(user.auth)
@@ -68,7 +73,7 @@ export interface JobResponse {
 
 /** A nested chain of groups below the root: returns their ids, top first. */
 export async function makeGroupChain(
-  t: TestApp,
+  t: Pick<TestApp, 'http'>,
   user: TestUser,
   project: string,
   runId: string,

@@ -1,4 +1,5 @@
 import { EmbeddedPostgres } from '../../src/infra/database/embedded-postgres';
+import { PgBouncer } from './cluster';
 import {
   dropStaleDatabases,
   embeddedUrlVariable,
@@ -40,4 +41,23 @@ export default async function globalSetup(): Promise<void> {
     await c.query(`CREATE DATABASE "${templateName()}"`);
   });
   await migrate(urlFor(adminUrl, templateName()));
+  await startPgBouncerIfAsked(adminUrl);
+}
+
+/**
+ * RUNPLANE_TEST_PGBOUNCER=transaction|session: every app the tests make in process (createTestApp) reaches its
+ * database through a PgBouncer in that mode, started here (see appDatabaseUrl). The `multi` CI stage runs the whole
+ * suite so, in transaction mode.
+ */
+async function startPgBouncerIfAsked(adminUrl: string): Promise<void> {
+  const mode = process.env.RUNPLANE_TEST_PGBOUNCER;
+  if (!mode) return;
+  if (mode !== 'transaction' && mode !== 'session') throw new Error('RUNPLANE_TEST_PGBOUNCER: transaction or session');
+  const target = new URL(adminUrl);
+  const bouncer = await PgBouncer.start({ host: target.hostname, port: Number(target.port || 5432) }, mode);
+  (globalThis as { __pgbouncer?: PgBouncer }).__pgbouncer = bouncer;
+  process.env.RUNPLANE_TEST_PGBOUNCER_PORT = String(bouncer.port);
+  process.stdout.write(
+    `runplane tests: apps reach PostgreSQL through ${await PgBouncer.version()}, ${mode} pooling.\n`,
+  );
 }

@@ -1,8 +1,12 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { required } from '../../src/common/required';
 
-const CLI = join(__dirname, '../../dist/src/cli.js');
+// From the sources (jest) the build is in dist/; from the build itself (a bench), beside this file's tree.
+const CLI =
+  [join(__dirname, '../../dist/src/cli.js'), join(__dirname, '../../src/cli.js')].find((p) => existsSync(p)) ??
+  join(__dirname, '../../dist/src/cli.js');
 
 export interface ServerProcess {
   child: ChildProcess;
@@ -12,7 +16,11 @@ export interface ServerProcess {
 }
 
 /** Runs the built CLI (`npm test` builds first) as a real process, as a user would, and waits for it to listen. */
-export function startServer(env: Record<string, string | undefined>, args = ['serve']): Promise<ServerProcess> {
+export function startServer(
+  env: Record<string, string | undefined>,
+  args = ['serve'],
+  timeoutMs = 45_000,
+): Promise<ServerProcess> {
   const child = spawn(process.execPath, [CLI, ...args], {
     env: { PATH: process.env.PATH, LOG_LEVEL: 'warn', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -23,7 +31,7 @@ export function startServer(env: Record<string, string | undefined>, args = ['se
   required(child.stderr, "the server's stderr").on('data', (d) => (out += d));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 45_000);
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), timeoutMs);
     const onData = () => {
       const m = /listening on (http:\/\/\S+)/.exec(out);
       if (!m) return;

@@ -9,7 +9,7 @@ import { AppModule } from '../../src/app.module';
 import { configureApp } from '../../src/configure-app';
 import type { GlobalRole } from '../../src/common/auth/principal';
 import { UsersService } from '../../src/modules/users/users.service';
-import { OwnDatabase, workerDatabaseUrl } from './test-databases';
+import { appDatabaseEnv, OwnDatabase, workerDatabaseUrl } from './test-databases';
 
 export const embeddedOnly = process.env.RUNPLANE_TEST_EMBEDDED === '1';
 /** For tests that need real concurrency (SKIP LOCKED, advisory locks, parallel transactions). */
@@ -38,7 +38,9 @@ export async function createTestApp(
   env: Record<string, string> = {},
   options: { ownDatabase?: OwnDatabase } = {},
 ): Promise<TestApp> {
-  process.env.DATABASE_URL = await workerDatabaseUrl(options.ownDatabase);
+  delete process.env.DATABASE_NAMED_STATEMENTS;
+  delete process.env.DATABASE_SESSION_URL;
+  Object.assign(process.env, appDatabaseEnv(await workerDatabaseUrl(options.ownDatabase)));
   process.env.LOG_LEVEL = 'silent';
   process.env.RUNPLANE_BACKGROUND_LOOPS = 'false';
   // The embedded database is one session for every client: the app treats it as it treats its own embedded one.

@@ -113,3 +113,17 @@ export async function workerDatabaseUrl(own?: OwnDatabase): Promise<string> {
   });
   return urlFor(adminUrl, name);
 }
+
+/**
+ * The environment an in-process app uses for `url`: as is, or through the run's PgBouncer (RUNPLANE_TEST_PGBOUNCER,
+ * see global-setup); in transaction mode without named statements, and LISTEN on a direct session.
+ */
+export function appDatabaseEnv(url: string): Record<string, string> {
+  const port = process.env.RUNPLANE_TEST_PGBOUNCER_PORT;
+  if (!port) return { DATABASE_URL: url };
+  const through = new URL(url);
+  through.port = port;
+  return process.env.RUNPLANE_TEST_PGBOUNCER === 'transaction'
+    ? { DATABASE_URL: through.toString(), DATABASE_NAMED_STATEMENTS: 'false', DATABASE_SESSION_URL: url }
+    : { DATABASE_URL: through.toString() };
+}

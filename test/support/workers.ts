@@ -2,7 +2,7 @@ import { Claimed, DONE, ReferenceWorker } from '../../bench/reference-worker';
 import type { TestApp, TestUser } from './test-app';
 
 /** A reference worker talking to the test app over supertest with a service account's token. */
-export function makeWorker(t: TestApp, service: TestUser, workerId: string): ReferenceWorker {
+export function makeWorker(t: Pick<TestApp, 'http'>, service: TestUser, workerId: string): ReferenceWorker {
   return new ReferenceWorker(async (path, body) => {
     const res = await t.http
       .post(path)
@@ -30,6 +30,9 @@ export async function claimFor(w: ReferenceWorker, runId: string, n = 1): Promis
   return mine;
 }
 
-export async function invariants(t: TestApp, admin: TestUser): Promise<{ ok: boolean; mismatches: unknown[] }> {
+export async function invariants(
+  t: Pick<TestApp, 'http'>,
+  admin: TestUser,
+): Promise<{ ok: boolean; mismatches: unknown[] }> {
   return (await t.http.get('/admin/v1/invariants').set(admin.auth).expect(200)).body;
 }

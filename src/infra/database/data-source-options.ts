@@ -10,6 +10,10 @@ export interface ConnectionSettings {
   idleSeconds?: number;
   /** Embedded database: one session; waits for the pool turn into an error instead of a hang. */
   embedded: boolean;
+  /** Named prepared statements (default on; off behind a transaction pooler that does not track them). */
+  namedStatements?: boolean;
+  /** statement_timeout of every session, in ms (default 0: none). */
+  statementTimeoutMs?: number;
 }
 
 /** The one place TypeORM's options are built, for the app, the CLI and the tests alike. */
@@ -30,14 +34,19 @@ export function dataSourceOptions(settings: ConnectionSettings): DataSourceOptio
       idleTimeoutMillis: (settings.idleSeconds ?? 60) * 1000,
       // Postgres sends timestamps as text; keep them exact and UTC. No JIT: this is short OLTP work, and a list page's
       // history walk, estimated big, was compiled afresh on every request (6 ms of a 20 ms statement).
-      options: '-c timezone=UTC -c jit=off',
+      options: ['-c timezone=UTC -c jit=off', statementTimeout(settings.statementTimeoutMs)].filter(Boolean).join(' '),
       // Read by preparedQuery: the embedded database is one session shared by every client connection, so a
-      // statement name one connection prepared would clash on the next; there, statements stay unnamed.
-      namedStatements: !settings.embedded,
+      // statement name one connection prepared would clash on the next; there, statements stay unnamed. So behind a
+      // transaction pooler that hands each transaction any server connection (DATABASE_NAMED_STATEMENTS=false).
+      namedStatements: !settings.embedded && settings.namedStatements !== false,
+      // Read by runMigrationsLocked: the embedded database's one connection holds the lock and runs the migrations.
+      embedded: settings.embedded,
       Client: ListenedClient,
     },
   };
 }
+
+const statementTimeout = (ms?: number) => (ms ? `-c statement_timeout=${ms}` : '');
 
 /**
  * A pg client that always has an 'error' listener. pg-pool removes its own listener when it hands a connection out,

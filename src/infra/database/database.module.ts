@@ -28,6 +28,8 @@ const embeddedByUrl = new Map<string, EmbeddedPostgres>();
             poolSize: embedded || env.DATABASE_EMBEDDED ? 1 : env.DATABASE_POOL_SIZE,
             embedded: !!embedded || env.DATABASE_EMBEDDED,
             idleSeconds: env.DATABASE_POOL_IDLE_SECONDS,
+            namedStatements: env.DATABASE_NAMED_STATEMENTS,
+            statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
           }),
           autoLoadEntities: true,
           // A server at DATABASE_URL may be starting alongside us: a refused or dropped connection is tried again for
@@ -78,7 +80,7 @@ async function openDataSource(options: DataSourceOptions): Promise<DataSource> {
  * Column types TypeORM's PostgreSQL driver does not list but our entities use, so that entities and migrations can
  * agree on them: `xid8` (events.tx_id, a transaction id; see EventsRepository.read).
  */
-function teachTypes(dataSource: DataSource): void {
+export function teachTypes(dataSource: DataSource): void {
   const supported = dataSource.driver.supportedDataTypes as string[];
   if (!supported.includes('xid8')) supported.push('xid8');
 }

@@ -1,6 +1,7 @@
 import { Global, Module } from '@nestjs/common';
+import { ReadReplica } from './read-replica';
 import { TransactionRunner } from './transaction.runner';
 
 @Global()
-@Module({ providers: [TransactionRunner], exports: [TransactionRunner] })
+@Module({ providers: [TransactionRunner, ReadReplica], exports: [TransactionRunner, ReadReplica] })
 export class TransactionsModule {}

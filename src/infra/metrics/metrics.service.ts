@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** The process's Prometheus registry and the metrics every module shares. */
 @Injectable()
@@ -33,6 +33,24 @@ export class MetricsService {
     help: 'Background loop pass duration',
     labelNames: ['loop'],
     buckets: [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5],
+    registers: [this.registry],
+  });
+
+  readonly loopsLeader = new Gauge({
+    name: 'runplane_background_loops_leader',
+    help: '1 while this instance runs the background loops (holds the leader lock), else 0',
+    registers: [this.registry],
+  });
+
+  readonly loopsLeaderSince = new Gauge({
+    name: 'runplane_background_loops_leader_since_seconds',
+    help: 'Unix time at which this instance last became the background loops leader',
+    registers: [this.registry],
+  });
+
+  readonly loopsLeadershipAcquired = new Counter({
+    name: 'runplane_background_loops_leadership_acquired_total',
+    help: 'Times this instance became the background loops leader',
     registers: [this.registry],
   });
 

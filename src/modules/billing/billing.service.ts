@@ -9,6 +9,7 @@ import { required } from '../../common/required';
 import { BillingReportRow, CostReport, NewRateDto, ReportDimension, ResourceView } from './dto/billing.dto';
 import { BillingRepository, CostRow, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
 import { RequestableResourcesService } from './requestable-resources.service';
+import { FromReplica } from '../../infra/database/read-replica';
 
 export type { NewAttempt };
 
@@ -167,6 +168,7 @@ export class BillingService implements OnModuleInit {
   }
 
   /** A project's billing report between two UTC dates (inclusive), grouped by any of user, day, resource. */
+  @FromReplica()
   async report(
     projectId: string,
     from: string,

@@ -37,12 +37,15 @@ export class EventFollowers implements OnModuleDestroy {
   private reconnectMs = RECONNECT_FIRST_MS;
   private reconnectTimer?: NodeJS.Timeout;
   private stopping = false;
+  /** LISTEN needs a session: DATABASE_SESSION_URL when DATABASE_URL is a transaction pooler. */
+  private readonly sessionUrl?: string;
 
   constructor(
     env: Env,
     @InjectDataSource() private readonly dataSource: DataSource,
   ) {
     this.embedded = !env.DATABASE_URL || env.DATABASE_EMBEDDED;
+    this.sessionUrl = env.DATABASE_SESSION_URL;
   }
 
   get closing(): boolean {
@@ -84,7 +87,7 @@ export class EventFollowers implements OnModuleDestroy {
   /** The LISTEN connection: a client of its own (never the pool's), reconnected with backoff when it drops. */
   private async listen(): Promise<void> {
     if (this.stopping) return;
-    const url = (this.dataSource.options as { url?: string }).url;
+    const url = this.sessionUrl ?? (this.dataSource.options as { url?: string }).url;
     const client = new Client({ connectionString: url, application_name: 'runplane-events' });
     this.listener = client;
     client.on('notification', (n) => this.onNotification(n));

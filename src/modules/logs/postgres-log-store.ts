@@ -233,7 +233,11 @@ export class PostgresLogStore implements LogStore, OnModuleDestroy {
   private async listen(): Promise<void> {
     if (this.listener || this.connecting || this.closed) return;
     this.connecting = true;
-    const client = new Client({ connectionString: this.env.DATABASE_URL, application_name: 'runplane-logs-listen' });
+    // LISTEN needs a session: DATABASE_SESSION_URL when DATABASE_URL is a transaction pooler.
+    const client = new Client({
+      connectionString: this.env.DATABASE_SESSION_URL ?? this.env.DATABASE_URL,
+      application_name: 'runplane-logs-listen',
+    });
     const lost = (err?: unknown) => {
       if (this.listener === client) this.listener = undefined;
       if (err) this.logger.warn({ err }, 'log notifications: connection lost; followers re-read meanwhile');

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { UUID_PATTERN } from '../../common/validation/params';
 import { EntityManager } from 'typeorm';
 import { Principal } from '../../common/auth/principal';
+import { FromReplica } from '../../infra/database/read-replica';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { DomainError } from '../../common/errors/domain-error';
 import { withRawJson } from '../../common/json/raw-json';
@@ -50,6 +51,7 @@ export class RunViewsService {
     return withRawJson(await this.viewOf(run, access.projectName, user, limits));
   }
 
+  @FromReplica()
   async list(principal: Principal, projectName: string | undefined, q: RunListQueryDto): Promise<Page<RunView>> {
     const projectIds = projectName
       ? [(await this.projects.requireAccess(principal, projectName)).projectId]
@@ -167,6 +169,7 @@ export class RunViewsService {
   }
 
   /** A job's whole history, newest first, paginated, each submission with its cost so far. */
+  @FromReplica()
   async history(
     principal: Principal,
     projectName: string,
@@ -181,6 +184,7 @@ export class RunViewsService {
     return page;
   }
 
+  @FromReplica()
   async cost(principal: Principal, projectName: string, runId: string): Promise<CostReport> {
     const { run } = await this.access.requireRun(principal, projectName, runId);
     return this.billing.runCost(run.id);
