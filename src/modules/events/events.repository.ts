@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
+import type { StatementRider } from '../../infra/database/rider';
 import type { Position } from './event-cursor';
 import type { NewEvent } from './event-types';
 
@@ -41,6 +42,35 @@ export interface ReadResult {
   heldBack: boolean;
 }
 
+/**
+ * The INSERT of `insert`, its nine array parameters numbered from `first`. tx_id is computed from the statement's
+ * snapshot (see insert), so as a CTE of another statement it is taken when that statement begins.
+ */
+function insertEvents(first: number): string {
+  const p = (i: number) => `$${first + i}`;
+  return `INSERT INTO events (tx_id, type, project_id, run_id, job_group_id, job_id, submission_num, status, reason,
+                              actor)
+     SELECT key.tx_id, e.*
+       FROM (SELECT GREATEST(pg_current_xact_id(),
+                             (pg_snapshot_xmax(pg_current_snapshot())::text::int8 - 1)::text::xid8) AS tx_id) key,
+            unnest(${p(0)}::varchar[], ${p(1)}::uuid[], ${p(2)}::uuid[], ${p(3)}::int[], ${p(4)}::uuid[],
+                   ${p(5)}::int[], ${p(6)}::varchar[], ${p(7)}::varchar[], ${p(8)}::varchar[]) AS e`;
+}
+
+function eventParams(events: readonly NewEvent[]): unknown[] {
+  return [
+    events.map((e) => e.type),
+    events.map((e) => e.projectId),
+    events.map((e) => e.runId ?? null),
+    events.map((e) => e.jobGroupId ?? null),
+    events.map((e) => e.jobId ?? null),
+    events.map((e) => e.submissionNum ?? null),
+    events.map((e) => e.status ?? null),
+    events.map((e) => e.reason ?? null),
+    events.map((e) => e.by ?? null),
+  ];
+}
+
 const COLUMNS = `e.seq::text AS seq, e.tx_id::text AS "txId", e.at, e.type, e.project_id AS "projectId",
   e.run_id AS "runId", e.job_group_id AS "jobGroupId", e.job_id AS "jobId", e.submission_num AS "submissionNum",
   e.status, e.reason, e.actor`;
@@ -69,29 +99,12 @@ export class EventsRepository {
    *   where each statement takes a fresh snapshot: every writer here).
    */
   async insert(m: EntityManager, events: readonly NewEvent[]): Promise<void> {
-    await preparedQuery(
-      m,
-      'events_record',
-      `WITH key AS (
-         SELECT GREATEST(pg_current_xact_id(), (pg_snapshot_xmax(pg_current_snapshot())::text::int8 - 1)::text::xid8)
-                AS tx_id
-       )
-       INSERT INTO events (tx_id, type, project_id, run_id, job_group_id, job_id, submission_num, status, reason, actor)
-       SELECT key.tx_id, e.*
-         FROM key, unnest($1::varchar[], $2::uuid[], $3::uuid[], $4::int[], $5::uuid[], $6::int[], $7::varchar[],
-                          $8::varchar[], $9::varchar[]) AS e`,
-      [
-        events.map((e) => e.type),
-        events.map((e) => e.projectId),
-        events.map((e) => e.runId ?? null),
-        events.map((e) => e.jobGroupId ?? null),
-        events.map((e) => e.jobId ?? null),
-        events.map((e) => e.submissionNum ?? null),
-        events.map((e) => e.status ?? null),
-        events.map((e) => e.reason ?? null),
-        events.map((e) => e.by ?? null),
-      ],
-    );
+    await preparedQuery(m, 'events_record', insertEvents(1), eventParams(events));
+  }
+
+  /** The same INSERT as `insert`, to be run as a CTE of another module's statement (see StatementRider). */
+  rider(events: readonly NewEvent[]): StatementRider {
+    return { name: 'events_record', cte: insertEvents, params: eventParams(events) };
   }
 
   /**

@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { afterCommit } from '../../infra/database/after-commit';
+import type { StatementRider } from '../../infra/database/rider';
 import { Env } from '../../config/env';
 import { laterOf, Position } from './event-cursor';
 import type { NewEvent } from './event-types';
@@ -60,6 +61,19 @@ export class EventsService {
     if (!this.notifies) return;
     const projects = new Set(events.map((e) => e.projectId));
     afterCommit(m, () => this.wake(projects));
+  }
+
+  /**
+   * The same as `record`, as a rider on a statement of the caller's (see StatementRider): the caller must run it in
+   * `m`'s transaction. Followers are woken after that transaction commits.
+   */
+  recordingRider(m: EntityManager, events: readonly NewEvent[]): StatementRider | undefined {
+    if (events.length === 0) return undefined;
+    if (this.notifies) {
+      const projects = new Set(events.map((e) => e.projectId));
+      afterCommit(m, () => this.wake(projects));
+    }
+    return this.events.rider(events);
   }
 
   /**

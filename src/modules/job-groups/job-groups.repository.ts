@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
+import { type StatementRider, withRider } from '../../infra/database/rider';
 import type { Cancellation } from './dto/job-group.dto';
 import { JobGroup } from './entities/job-group.entity';
 import { required } from '../../common/required';
@@ -139,9 +140,9 @@ export class JobGroupsRepository {
     jobGroupId: number,
     d: CountsDelta,
     active: ActiveDelta,
+    rider?: StatementRider,
   ): Promise<{ levels: ChainLevel[]; counted: boolean }> {
-    const rows = await preparedQuery<ChainLevel & { counted: boolean }>(
-      m,
+    const q = withRider(
       'job_groups_lock_chain_and_count',
       `${LOCK_CHAIN},
        verdict AS (SELECT NOT coalesce(bool_or(cancelled), false) AS counted FROM locked),
@@ -159,8 +160,8 @@ export class JobGroupsRepository {
            FROM locked l, verdict v
           WHERE (v.counted OR l."jobGroupId" = 0) AND c.run_id = $1 AND c.job_group_id = l."jobGroupId"
       RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}, ${ACTIVE}
-       )
-       SELECT l."jobGroupId", l.level, l."cancelAfterNFailures", l.cancelled, v.counted,
+       )`,
+      `SELECT l."jobGroupId", l.level, l."cancelAfterNFailures", l.cancelled, v.counted,
               coalesce(u."nJobs", l."nJobs") AS "nJobs", coalesce(u."nCompleted", l."nCompleted") AS "nCompleted",
               coalesce(u."nSucceeded", l."nSucceeded") AS "nSucceeded", coalesce(u."nFailed", l."nFailed") AS "nFailed",
               coalesce(u."nCancelled", l."nCancelled") AS "nCancelled",
@@ -182,7 +183,9 @@ export class JobGroupsRepository {
         active.nRetrying ?? 0,
         d.nAborted ?? 0,
       ],
+      rider,
     );
+    const rows = await preparedQuery<ChainLevel & { counted: boolean }>(m, q.name, q.text, q.params);
     return {
       // eslint-disable-next-line @typescript-eslint/no-unused-vars -- `_` drops `counted` from the levels
       levels: rows.map(({ counted: _, ...level }) => level),

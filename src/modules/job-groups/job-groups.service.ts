@@ -1,3 +1,4 @@
+import type { StatementRider } from '../../infra/database/rider';
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
@@ -205,6 +206,7 @@ export class JobGroupsService {
     jobGroupId: number,
     outcome: JobOutcome,
     active: ActiveDelta,
+    rider?: StatementRider,
   ): Promise<{
     counted: boolean;
     root: RootChange;
@@ -212,7 +214,7 @@ export class JobGroupsService {
     statusChanges: GroupStatusChange[];
   }> {
     const delta = outcomeDelta(outcome);
-    const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, delta, active);
+    const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, delta, active, rider);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     const chain = await this.withCancellations(m, runId, jobGroupId, levels);
     const root = levels[levels.length - 1];
