@@ -11,6 +11,7 @@ import { consoleMiddleware } from './infra/console/console-static';
 import { apiValidationPipe } from './common/validation/validation.pipe';
 import { httpMetricsMiddleware } from './infra/metrics/http-metrics.middleware';
 import { MetricsService } from './infra/metrics/metrics.service';
+import { MAX_CHUNK_BYTES } from './modules/logs/dto/log-streams';
 
 /** Everything main.ts and the e2e tests both need, so tests exercise the app exactly as served. */
 export function configureApp(app: NestExpressApplication): INestApplication {
@@ -19,6 +20,8 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   app.use(pathTextGuard());
   app.use(consoleMiddleware());
   app.useBodyParser('json', { limit: '32mb' });
+  // Log chunks as bytes (POST /internal/v1/submissions/{id}/logs/{stream}): no text encoding or JSON to undo.
+  app.useBodyParser('raw', { type: 'application/octet-stream', limit: MAX_CHUNK_BYTES });
   // Registered here (Nest would add the same parser at init, after this) so its errors are shaped below too.
   app.useBodyParser('urlencoded', { extended: true });
   app.use(bodyParserErrors());

@@ -508,6 +508,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/internal/v1/submissions/{id}/logs/{stream}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Append bytes of a submission's output
+         * @description The same as the JSON form, the bytes themselves as the body (`Content-Type: application/octet-stream`, at most 1 MiB): no text encoding or JSON to undo, which is what the runplane worker sends. Only the holder may write (another service account: 404, another worker id: 409 `STALE_SUBMISSION`), while the submission is claimed or running and for a grace period after it finished (`RUNPLANE_LOG_GRACE_SECONDS`, default 60 s). `offset` counts the bytes of the stream sent before `data`. A resend of stored bytes is acknowledged and stored once (only bytes past the stored ones are added); a gap is a 409 `LOG_OFFSET_GAP`, bytes that disagree with stored ones a 409 `LOG_DATA_MISMATCH`, both with `accepted_length` (the bytes of the stream stored) in `details`. Past the submission's quota (`RUNPLANE_LOG_QUOTA_BYTES`, default 16 MiB, both streams together) the chunk is refused whole with 413 `LOG_QUOTA_EXCEEDED` (`details`: `accepted_length`, `quota_bytes`, `used_bytes`): the worker then ends the job as `failed`/`log_quota_exceeded`. A refused chunk stores nothing.
+         */
+        post: operations["LogsInternalController_appendBytes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/events": {
         parameters: {
             query?: never;
@@ -5387,6 +5407,137 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["LogChunkDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LogChunkAckView"];
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `CONFLICT`, `ALREADY_EXISTS`, `GROUP_CANCELLED`, `RUN_NOT_FINISHED`, `IDEMPOTENCY_KEY_REUSED`, `STALE_SUBMISSION`, `TOKEN_LIMIT_REACHED`, `QUEUE_LIMIT_EXCEEDED`, `TRANSITION_NOT_ALLOWED`, `LOG_OFFSET_GAP`, `LOG_DATA_MISMATCH`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    LogsInternalController_appendBytes: {
+        parameters: {
+            query: {
+                /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
+                worker_id: string;
+                /** @description Where the body starts in the stream, as `offset` of the JSON form. */
+                offset: number;
+            };
+            header?: never;
+            path: {
+                /** @description Submission id (anything else is a 404). */
+                id: string;
+                stream: "stdout" | "stderr";
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
             };
         };
         responses: {

@@ -1,4 +1,3 @@
-import { isUtf8 } from 'node:buffer';
 import { type ApiError, createRunplaneClient, type RunplaneClient } from '../client';
 
 import { workerFetch } from './http-fetch';
@@ -43,14 +42,6 @@ export interface LogShipperOptions {
 }
 
 const STREAMS: readonly LogStreamName[] = ['stdout', 'stderr'];
-
-interface ChunkBody {
-  worker_id: string;
-  stream: LogStreamName;
-  offset: number;
-  data: string;
-  encoding?: 'base64';
-}
 
 /** One stream's bytes not yet accepted by the server, from `base` (what the server has accepted) on. */
 class Pending {
@@ -255,7 +246,7 @@ export class LogShipper implements LogSink {
     const offset = s.base;
     let res: Awaited<ReturnType<typeof this.post>>;
     try {
-      res = await this.post(this.body(name, offset, chunk));
+      res = await this.post(name, offset, chunk);
     } catch {
       return this.stopped ? 'sent' : 'retry'; // network trouble, a timeout: the same offset again
     }
@@ -271,9 +262,7 @@ export class LogShipper implements LogSink {
       // The chunk was refused whole: what still fits goes in one last chunk, so the log keeps its quota's worth.
       const room = quotaRoom(error);
       if (room > 0 && room < chunk.length) {
-        const last = await this.post(this.body(name, offset, utf8Prefix(chunk.subarray(0, room), true))).catch(
-          () => undefined,
-        );
+        const last = await this.post(name, offset, utf8Prefix(chunk.subarray(0, room), true)).catch(() => undefined);
         if (last?.status === 200) this.advance(s, (last.body as { accepted_length: number }).accepted_length);
       }
       this.quota = true;
@@ -313,23 +302,23 @@ export class LogShipper implements LogSink {
     s.base = accepted;
   }
 
-  /** A chunk's request body: text as is when it is UTF-8 without NUL, else base64. */
-  private body(stream: LogStreamName, offset: number, chunk: Buffer): ChunkBody {
-    const text = isUtf8(chunk) && !chunk.includes(0);
-    return {
-      worker_id: this.o.workerId,
-      stream,
-      offset,
-      data: chunk.toString(text ? 'utf8' : 'base64'),
-      ...(text ? {} : { encoding: 'base64' as const }),
-    };
-  }
-
-  private async post(body: ChunkBody): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
+  /**
+   * One chunk, its bytes as the request's body (the route's binary form): no text encoding and no JSON on either
+   * side, which cost more than storing the chunk (1 MiB: ~25 ms of the event loop the embedded worker shares with
+   * its server, against ~20 ms for PostgreSQL to store it).
+   */
+  private async post(
+    stream: LogStreamName,
+    offset: number,
+    chunk: Buffer,
+  ): Promise<{ status: number; body: unknown; retryAfter: string | null }> {
     const signal = AbortSignal.any([this.abort.signal, AbortSignal.timeout(this.o.requestTimeoutMs)]);
-    const { data, error, response } = await this.api.POST('/internal/v1/submissions/{id}/logs', {
-      params: { path: { id: this.o.submissionId } },
-      body,
+    const { data, error, response } = await this.api.POST('/internal/v1/submissions/{id}/logs/{stream}', {
+      params: { path: { id: this.o.submissionId, stream }, query: { worker_id: this.o.workerId, offset } },
+      // The typed client knows an octet-stream body as a string; the bytes go through as they are.
+      body: chunk as unknown as string,
+      bodySerializer: (bytes: unknown) => bytes as Buffer,
+      headers: { 'content-type': 'application/octet-stream' },
       signal,
     });
     return { status: response.status, body: data ?? error, retryAfter: response.headers.get('retry-after') };

@@ -68,9 +68,8 @@ describe('OpenAPI contract (fuzzed)', () => {
       );
       for (const op of ordered) {
         const request = requests[routeKey(op)]();
-        const bodyProblem = op.requestBody
-          ? validator.check(op.requestBody.content['application/json'].schema, request.body)
-          : null;
+        const json = op.requestBody?.content['application/json'];
+        const bodyProblem = json ? validator.check(json.schema, request.body) : null;
         if (bodyProblem)
           failures.push(`${routeKey(op)}: the valid request's body breaks the documented schema: ${bodyProblem}`);
         record(op, { label: 'valid', request, mustRefuse: false }, await send(t, op, request), true);
@@ -120,7 +119,8 @@ async function send(t: TestApp, op: Operation, r: FuzzRequest): Promise<Response
   let req = t.http[op.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete'](url);
   if (r.auth !== null) req = req.set('Authorization', r.auth);
   for (const [k, v] of Object.entries(r.headers)) req = req.set(k, v);
-  if (r.rawBody !== undefined) req = req.set('Content-Type', 'application/json').send(r.rawBody);
+  if (r.bytes !== undefined) req = req.set('Content-Type', 'application/octet-stream').send(r.bytes);
+  else if (r.rawBody !== undefined) req = req.set('Content-Type', 'application/json').send(r.rawBody);
   else if (r.body !== undefined) req = req.set('Content-Type', 'application/json').send(JSON.stringify(r.body));
   return req.ok(() => true);
 }
@@ -336,6 +336,13 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     // A chunk of the claimed submission's output (its worker holds it until the final report, sent last).
     'POST /internal/v1/submissions/{id}/logs': () =>
       as(f.service, { params: sub, body: { worker_id: f.workerId, stream: 'stdout', offset: 0, data: 'hello\n' } }),
+    // The next bytes of that stream, as the runplane worker sends them.
+    'POST /internal/v1/submissions/{id}/logs/{stream}': () =>
+      as(f.service, {
+        params: { ...sub, stream: 'stdout' },
+        query: { worker_id: f.workerId, offset: 6 },
+        bytes: Buffer.from('world\n'),
+      }),
     'GET /api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/logs': () =>
       as(f.owner, {
         params: { project: f.project, runId: f.claimedRunId, jobId: f.claimedJobId },

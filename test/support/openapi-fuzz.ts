@@ -9,6 +9,8 @@ export interface FuzzRequest {
   body?: unknown;
   /** Sent as is with a JSON content type, instead of `body` (malformed JSON). */
   rawBody?: string;
+  /** Sent as is as application/octet-stream, instead of `body` (a route taking bytes). */
+  bytes?: Buffer;
   headers: Record<string, string>;
   /** The Authorization header; null sends none. */
   auth: string | null;
@@ -171,7 +173,9 @@ const UNKNOWN_KEYS = ['extra', 'constructor', '__proto__', 'toString', 'hasOwnPr
 
 /** Mutations of the body: a slot broken, a required field removed, an unknown field added, garbage instead of JSON. */
 function bodyMutations(op: Operation, valid: FuzzRequest, ctx: FuzzContext): fc.Arbitrary<Example>[] {
-  const schema = op.requestBody?.content['application/json'].schema;
+  // Bytes (application/octet-stream) have no structure to break: such a route is probed by its query and path.
+  if (op.requestBody && !op.requestBody.content['application/json']) return [];
+  const schema = op.requestBody?.content['application/json']?.schema;
   const requestBodyValid = (body: unknown) => (schema ? ctx.validator.check(schema, body) === null : false);
   const example = (label: string, body: unknown): Example => ({
     label,

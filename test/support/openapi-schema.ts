@@ -16,7 +16,10 @@ export interface Operation {
   path: string;
   operationId: string;
   parameters: Parameter[];
-  requestBody?: { required?: boolean; content: { 'application/json': { schema: Schema } } };
+  requestBody?: {
+    required?: boolean;
+    content: { 'application/json'?: { schema: Schema }; 'application/octet-stream'?: { schema: Schema } };
+  };
   responses: Record<string, { content?: { 'application/json'?: { schema: Schema } } }>;
   security?: unknown[];
 }

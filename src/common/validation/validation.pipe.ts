@@ -38,6 +38,8 @@ function flatten(errors: ValidationError[], prefix = ''): FieldProblem[] {
  */
 export class ApiValidationPipe extends ValidationPipe {
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
+    // Raw bytes (an application/octet-stream body) are the route's to judge; nothing here applies to them.
+    if (Buffer.isBuffer(value)) return value;
     if (metadata.type === 'body' || metadata.type === 'query') {
       assertStorableInput(value, metadata.data ?? '');
       const isDto =

@@ -70,13 +70,24 @@ export class LogsService implements OnModuleInit, OnModuleDestroy {
   async append(principal: Principal, submissionId: string, body: LogChunkDto): Promise<LogChunkAckView> {
     // The DTO has checked `data` against its encoding.
     const data = chunkBytes(body.data, body.encoding) ?? Buffer.alloc(0);
-    const { stream, offset } = body;
+    return this.appendBytes(principal, submissionId, body.worker_id, body.stream, body.offset, data);
+  }
+
+  /** The same as `append`, for bytes as they are (the binary form of the route). */
+  async appendBytes(
+    principal: Principal,
+    submissionId: string,
+    workerId: string,
+    stream: LogStream,
+    offset: number,
+    data: Buffer,
+  ): Promise<LogChunkAckView> {
     const result = await this.tx.run(async (m) => {
       const s = await this.lifecycle.heldForOutput(
         m,
         principal,
         submissionId,
-        body.worker_id,
+        workerId,
         this.env.RUNPLANE_LOG_GRACE_SECONDS,
       );
       await this.store.lockRunForWrite(m, s.runId);

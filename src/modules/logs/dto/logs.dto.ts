@@ -82,6 +82,21 @@ export class LogChunkDto extends WorkerReportDto {
   encoding?: LogEncoding;
 }
 
+/** The query of the binary append (`POST .../logs/{stream}`, the body the bytes themselves). */
+export class BinaryLogChunkQueryDto extends WorkerReportDto {
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    maximum: MAX_LOG_OFFSET,
+    description: 'Where the body starts in the stream, as `offset` of the JSON form.',
+  })
+  @ToStrictInt()
+  @IsInt()
+  @Min(0)
+  @Max(MAX_LOG_OFFSET)
+  offset!: number;
+}
+
 export class LogChunkAckView {
   @ApiProperty({ enum: LOG_STREAMS })
   stream!: LogStream;
