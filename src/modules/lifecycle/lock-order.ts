@@ -11,7 +11,10 @@ export const LOCK_ORDER = [
   'job',
   /** `billing_attempts`, `billing_*_usage` shards: usage closed before any counter is locked. */
   'billing',
-  /** `events`: appended (no lock held on others' rows; the identity is taken at insert). */
+  /**
+   * `events`: appended (no lock held on others' rows; the identity is taken at insert), by an INSERT of their own or
+   * riding on the counting statement (StatementRider), whose snapshot is taken before it locks the counters.
+   */
   'events',
   /** `job_group_counters`, deepest group first, the run's root (group 0) last. */
   'group_counters',
