@@ -276,6 +276,52 @@ export class JobGroupsRepository {
     );
   }
 
+  /**
+   * Locks the counters of several groups and all their ancestors in one statement, in the one total order every
+   * chain lock agrees with (depth descending, then group id; the root last): a cascade across many groups never
+   * deadlocks with a chain. Returns each locked row (with its own cancelled flag) and the closure of `groupIds`.
+   */
+  async lockGroups(
+    m: EntityManager,
+    runId: string,
+    groupIds: number[],
+  ): Promise<{
+    rows: (Counts & { jobGroupId: number; cancelled: boolean })[];
+    closure: { jobGroupId: number; ancestorId: number }[];
+  }> {
+    const closure: { jobGroupId: number; ancestorId: number }[] = await m.query(
+      `SELECT job_group_id AS "jobGroupId", ancestor_id AS "ancestorId" FROM job_group_self_and_ancestors
+        WHERE run_id = $1 AND job_group_id = ANY($2::int[])`,
+      [runId, groupIds],
+    );
+    const rows = await m.query(
+      `SELECT c.job_group_id AS "jobGroupId", c.cancelled, ${COUNTS}
+         FROM job_group_counters c JOIN job_groups g ON g.run_id = c.run_id AND g.job_group_id = c.job_group_id
+        WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
+        ORDER BY g.depth DESC, c.job_group_id
+          FOR UPDATE OF c`,
+      [runId, [...new Set(closure.map((c) => c.ancestorId))]],
+    );
+    return { rows, closure };
+  }
+
+  /** Adds per-group deltas of completed-and-cancelled jobs (already locked rows): one statement. */
+  async addCancelledCounts(
+    m: EntityManager,
+    runId: string,
+    perGroup: Map<number, number>,
+  ): Promise<(Counts & { jobGroupId: number })[]> {
+    if (perGroup.size === 0) return [];
+    return returning(
+      m,
+      `UPDATE job_group_counters c SET n_completed = c.n_completed + v.n, n_cancelled = c.n_cancelled + v.n
+         FROM unnest($2::int[], $3::int[]) AS v(g, n)
+        WHERE c.run_id = $1 AND c.job_group_id = v.g
+        RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
+      [runId, [...perGroup.keys()], [...perGroup.values()]],
+    );
+  }
+
   /** Adds `n` jobs to many groups at once (run submission): one statement. */
   async addJobCounts(m: EntityManager, runId: string, perGroup: Map<number, number>): Promise<void> {
     if (perGroup.size === 0) return;

@@ -233,6 +233,46 @@ export class JobGroupsService {
     return { counted, root: { before, after: done.root }, cancellations: done.cancellations, statusChanges: changes };
   }
 
+  /**
+   * Counts jobs that a parent's failure ended (`perGroup`: direct jobs per group) as cancelled outcomes: locks the
+   * counters of those groups, their ancestors and `alsoLock` (the finishing parent's chain, counted right after) in
+   * one total order, leaves out jobs under a cancelled group (its cancellation counted them already), marks the
+   * groups that completed. Returns those left-out groups and the groups whose status changed.
+   */
+  async countCascaded(
+    m: EntityManager,
+    runId: string,
+    perGroup: Map<number, number>,
+    alsoLock: number[],
+  ): Promise<{ uncountedGroups: number[]; statusChanges: GroupStatusChange[] }> {
+    const { rows, closure } = await this.groups.lockGroups(m, runId, [...new Set([...perGroup.keys(), ...alsoLock])]);
+    const cancelled = new Set(rows.filter((r) => r.cancelled).map((r) => r.jobGroupId));
+    const uncounted = new Set<number>();
+    for (const c of closure) if (perGroup.has(c.jobGroupId) && cancelled.has(c.ancestorId)) uncounted.add(c.jobGroupId);
+    const increments = new Map<number, number>();
+    for (const c of closure) {
+      const n = perGroup.get(c.jobGroupId);
+      if (n === undefined || uncounted.has(c.jobGroupId)) continue;
+      increments.set(c.ancestorId, (increments.get(c.ancestorId) ?? 0) + n);
+    }
+    const updated = await this.groups.addCancelledCounts(m, runId, increments);
+    await this.groups.setState(
+      m,
+      runId,
+      updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId),
+      'complete',
+    );
+    const before = new Map(rows.map((r) => [r.jobGroupId, r]));
+    const changes = statusChanges(
+      updated.map((u) => ({
+        jobGroupId: u.jobGroupId,
+        before: required(before.get(u.jobGroupId), `the locked counters of group ${u.jobGroupId}`),
+        after: u,
+      })),
+    );
+    return { uncountedGroups: [...uncounted], statusChanges: changes };
+  }
+
   /** Moves the run's active counts on its root's counters row (locking it, if the caller hasn't yet). */
   async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<RootChange> {
     const row = await this.groups.moveActive(m, runId, d);

@@ -47,21 +47,29 @@ const NEW_JOB_STATUS: SubmissionStatus = QUEUED_STATUSES[0];
 export class JobsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  /** Jobs and their submission 0, in multi-row INSERTs of unnested arrays (no statement per job). */
+  /**
+   * Jobs and their submission 0, in multi-row INSERTs of unnested arrays (no statement per job). Each starts in its
+   * own status (queued by default; `pending` waiting for parents; ended by a parent that failed, then counted).
+   */
   async insertJobs(m: EntityManager, runId: string, jobs: NewJob[], priority: number): Promise<void> {
     for (let start = 0; start < jobs.length; start += INSERT_CHUNK) {
       const chunk = jobs.slice(start, start + INSERT_CHUNK);
-      const jobIds = chunk.map(() => randomUUID());
       const submissionIds = chunk.map(() => randomUUID());
+      const statuses = chunk.map((j) => j.status ?? NEW_JOB_STATUS);
+      const reasons = chunk.map((j) => j.terminationReason ?? null);
+      const finished = statuses.map((st) => (FINISHED_STATUSES as readonly string[]).includes(st));
       await m.query(
         `INSERT INTO jobs (id, run_id, job_group_id, job_num, replica_num, job_name, spec, always_run,
-                           status, latest_submission_id, latest_submission_num, submission_count)
-         SELECT j.id, $1, j.g, j.num, j.replica, j.name, j.spec, j.always_run, $10, j.sub, 0, 1
-           FROM unnest($2::uuid[], $3::int[], $4::int[], $5::int[], $6::text[], $7::jsonb[], $8::bool[], $9::uuid[])
-             AS j(id, g, num, replica, name, spec, always_run, sub)`,
+                           status, termination_reason, n_parents, n_pending_parents, completion_counted,
+                           latest_submission_id, latest_submission_num, submission_count)
+         SELECT j.id, $1, j.g, j.num, j.replica, j.name, j.spec, j.always_run, j.status, j.reason, j.parents,
+                j.pending, j.finished, j.sub, 0, 1
+           FROM unnest($2::uuid[], $3::int[], $4::int[], $5::int[], $6::text[], $7::jsonb[], $8::bool[], $9::uuid[],
+                       $10::text[], $11::text[], $12::int[], $13::bool[], $14::int[])
+             AS j(id, g, num, replica, name, spec, always_run, sub, status, reason, pending, finished, parents)`,
         [
           runId,
-          jobIds,
+          chunk.map((j) => j.id),
           chunk.map((j) => j.jobGroupId),
           chunk.map((j) => j.jobNum),
           chunk.map((j) => j.replicaNum),
@@ -69,26 +77,34 @@ export class JobsRepository {
           chunk.map((j) => JSON.stringify(j.spec)),
           chunk.map((j) => j.alwaysRun),
           submissionIds,
-          NEW_JOB_STATUS,
+          statuses,
+          reasons,
+          chunk.map((j) => j.nPendingParents ?? 0),
+          finished,
+          chunk.map((j) => j.nParents ?? 0),
         ],
       );
       await m.query(
-        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu,
-                                      memory_mib, gpu, needs_container)
-         SELECT s.id, s.job, $1, s.g, 0, $9, $2, s.cpu, s.mem, s.gpu, s.container
-           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[], $10::bool[])
-             AS s(id, job, g, cpu, mem, gpu, container)`,
+        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason,
+                                      finished_at, priority, cpu, memory_mib, gpu, needs_container)
+         SELECT s.id, s.job, $1, s.g, 0, s.status, s.reason, CASE WHEN s.finished THEN now() END, $2, s.cpu, s.mem,
+                s.gpu, s.container
+           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[], $9::text[], $10::bool[],
+                       $11::text[], $12::bool[])
+             AS s(id, job, g, cpu, mem, gpu, status, container, reason, finished)`,
         [
           runId,
           priority,
           submissionIds,
-          jobIds,
+          chunk.map((j) => j.id),
           chunk.map((j) => j.jobGroupId),
           chunk.map((j) => j.spec.resources.cpu),
           chunk.map((j) => j.spec.resources.memory_mib),
           chunk.map((j) => j.spec.resources.gpu ?? 0),
-          NEW_JOB_STATUS,
+          statuses,
           chunk.map((j) => typeof j.spec.image === 'string'),
+          reasons,
+          finished,
         ],
       );
     }
@@ -98,6 +114,17 @@ export class JobsRepository {
   async nextJobNum(m: EntityManager, runId: string): Promise<number> {
     const [row] = await m.query(`SELECT coalesce(max(job_num), -1) + 1 AS next FROM jobs WHERE run_id = $1`, [runId]);
     return Number(row.next);
+  }
+
+  /** Jobs by id, ordered by id. */
+  jobsByIds(ids: string[]): Promise<Job[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.dataSource
+      .getRepository(Job)
+      .createQueryBuilder('j')
+      .where('j.id = ANY(:ids)', { ids })
+      .orderBy('j.id')
+      .getMany();
   }
 
   findJob(runId: string, jobId: string): Promise<Job | null> {

@@ -460,7 +460,10 @@ export class SubmissionsRepository {
     return rows.length > 0;
   }
 
-  /** Queued submissions of the given groups become `terminated` without a worker; their jobs follow. Bounded. */
+  /**
+   * Queued submissions of the given groups become `terminated` without a worker; their jobs follow (returned: now in
+   * their final status). Bounded.
+   */
   async terminateQueued(
     m: EntityManager,
     runId: string,
@@ -468,7 +471,7 @@ export class SubmissionsRepository {
     status: SubmissionStatus,
     reason: string,
     limit: number,
-  ): Promise<{ n: number; retries: number }> {
+  ): Promise<{ n: number; retries: number; jobIds: string[] }> {
     const [row] = await m.query(
       `WITH victims AS (
          SELECT id, job_id, submission_num FROM job_submissions
@@ -484,7 +487,8 @@ export class SubmissionsRepository {
        RETURNING j.id
        )
        SELECT (SELECT count(*) FROM done)::int AS n,
-              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries`,
+              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries,
+              (SELECT coalesce(array_agg(id), '{}') FROM jobs_done)::text[] AS "jobIds"`,
       [runId, groupIds, status, reason, limit],
     );
     return row;

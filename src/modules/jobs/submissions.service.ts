@@ -151,7 +151,7 @@ export class SubmissionsService {
     status: SubmissionStatus,
     reason: string,
     limit: number,
-  ): Promise<{ n: number; retries: number }> {
+  ): Promise<{ n: number; retries: number; jobIds: string[] }> {
     return this.subs.terminateQueued(m, runId, groupIds, status, reason, limit);
   }
 

@@ -4,6 +4,7 @@ import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
 import { RunStatusService } from '../runs/run-status.service';
+import { DependencyRelease } from './dependency-release.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type { CompleteResult } from './lifecycle.types';
 import { type ActiveDelta, activeDelta, addDelta, OUTCOME_OF_STATUS } from './outcomes';
@@ -24,6 +25,7 @@ export class JobFinisher {
     private readonly runStatus: RunStatusService,
     private readonly runAccess: RunAccessService,
     private readonly events: LifecycleEvents,
+    private readonly dependents: DependencyRelease,
   ) {}
 
   async finishLocked(
@@ -48,6 +50,7 @@ export class JobFinisher {
     let retry: CompleteResult['retry_submission'] = null;
     if (chain.cancellation) {
       await this.subs.finishJob(m, job, status, reason, false);
+      await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }]);
     } else {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
       retry = { id: next.id, submission_num: next.submissionNum };
@@ -76,6 +79,8 @@ export class JobFinisher {
   ): Promise<CompleteResult> {
     // The job's event goes before the counter rows are locked (LOCK_ORDER: events before group counters).
     await this.events.jobs(m, [s], status, reason);
+    // Its dependents, before its own chain is counted (their counters and its chain are locked in one order).
+    const cascade = await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }], [s.jobGroupId]);
     const result = await this.groups.countOutcome(
       m,
       s.runId,
@@ -85,7 +90,8 @@ export class JobFinisher {
     );
     if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
     await this.events.counted(m, s.runId, result);
-    await this.runStatus.refreshStatus(m, s.runId, result.root);
+    // Uncounted itself (a cancellation counted it) while its cascade counted others: the run's status is read afresh.
+    await this.runStatus.refreshStatus(m, s.runId, cascade.counted && !result.counted ? undefined : result.root);
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: null };
   }
 }

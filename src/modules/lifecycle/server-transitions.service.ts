@@ -5,6 +5,7 @@ import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { SubmissionsService } from '../jobs/submissions.service';
 import { RunStatusService } from '../runs/run-status.service';
+import { DependencyRelease } from './dependency-release.service';
 import { JobFinisher } from './job-finisher.service';
 import { cancelledJobOutcome } from './outcomes';
 
@@ -22,6 +23,7 @@ export class ServerTransitionsService implements OnModuleInit {
     private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
     private readonly loops: BackgroundLoopsService,
+    private readonly dependents: DependencyRelease,
   ) {}
 
   onModuleInit(): void {
@@ -71,8 +73,14 @@ export class ServerTransitionsService implements OnModuleInit {
         const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId, m);
         const outcome = cancelledJobOutcome(c);
         const done = await this.subs.terminateQueued(m, c.runId, ids, outcome.status, outcome.terminationReason, batch);
+        const cascade = await this.dependents.afterFinal(
+          m,
+          c.runId,
+          done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
+        );
         if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
         await this.runStatus.moveActive(m, c.runId, { nRetrying: -done.retries });
+        if (cascade.counted) await this.runStatus.refreshStatus(m, c.runId);
         return done.n;
       });
     }

@@ -20,6 +20,7 @@ import {
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
 import { RunStatusService } from '../runs/run-status.service';
+import { DependencyRelease } from './dependency-release.service';
 import { JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type {
@@ -90,6 +91,7 @@ export class WorkerReportsService {
     private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
     private readonly events: LifecycleEvents,
+    private readonly dependents: DependencyRelease,
   ) {}
 
   /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
@@ -104,6 +106,7 @@ export class WorkerReportsService {
       // Packing counts cpu in thousandths of a core (the column's scale): floats would make 0.3 − 0.1 − 0.1 < 0.1.
       const left = { milliCpu: Math.round(cap.cpu * 1000), memoryMib: cap.memoryMib, gpu: cap.gpu };
       const deltas = new Map<string, ActiveDelta>();
+      const refresh = new Set<string>();
       const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
       for (const c of candidates) {
         const cancellation = cancellations.get(c.runId)?.get(c.jobGroupId);
@@ -119,6 +122,12 @@ export class WorkerReportsService {
             candidates.length,
           );
           if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
+          const cascade = await this.dependents.afterFinal(
+            m,
+            c.runId,
+            done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
+          );
+          if (cascade.counted) refresh.add(c.runId);
           continue;
         }
         const milliCpu = Math.round(c.cpu * 1000);
@@ -144,6 +153,7 @@ export class WorkerReportsService {
           required(deltas.get(runId), `the active-count delta of run ${runId}`),
         );
       }
+      for (const runId of [...refresh].sort()) await this.runStatus.refreshStatus(m, runId);
       await this.events.jobs(m, rows, 'provisioning');
       const names =
         rows.length > 0

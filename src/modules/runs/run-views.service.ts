@@ -168,6 +168,23 @@ export class RunViewsService {
     return out;
   }
 
+  /** A job's children (jobs depending on it), paginated, each with its latest submission and its cost so far. */
+  @FromReplica()
+  async dependents(
+    principal: Principal,
+    projectName: string,
+    runId: string,
+    jobId: string,
+    limit: number,
+    cursor?: string,
+  ): Promise<Page<JobView>> {
+    const { run } = await this.access.requireRun(principal, projectName, runId);
+    const cancellations = (await this.groups.effectiveCancellations([run.id])).get(run.id) ?? new Map();
+    const page = await this.jobs.dependents(run.id, jobId, cancellations, limit, cursor);
+    await this.fillSubmissionCosts(page.items);
+    return page;
+  }
+
   /** A job's whole history, newest first, paginated, each submission with its cost so far. */
   @FromReplica()
   async history(
