@@ -93,6 +93,9 @@ export function planDependencies(
         edges += jobsOfEntry[i].length;
       }
     }
+    const parents = outside[i].length + inRequest[i].reduce((n, p) => n + jobsOfEntry[p].length, 0);
+    if (parents > MAX_PARENTS_PER_JOB)
+      throw invalid(i, job, `has ${parents} parents (replicas counted); at most ${MAX_PARENTS_PER_JOB}`);
     if (edges > MAX_EDGES_PER_REQUEST)
       throw invalid(i, job, `brings the request's edges over ${MAX_EDGES_PER_REQUEST.toLocaleString('en')}`);
   });
