@@ -9,7 +9,7 @@ const job = (ref: string, depends_on: string[] = [], extra: Record<string, unkno
   ...extra,
 });
 
-describe('dependencies between jobs: every bad input is a 400 DEPENDENCY_INVALID naming the job, nothing written', () => {
+describe('dependencies: every bad input is a 400 DEPENDENCY_INVALID naming the job, nothing written', () => {
   let t: TestApp;
   let owner: TestUser;
   let project: string;
