@@ -15,6 +15,7 @@ import { CreateEvents1765843200000 } from './1765843200000-CreateEvents';
 import { CreateLogTables1766016000000 } from './1766016000000-CreateLogTables';
 import { AddNeedsContainerToJobSubmissions1766102400000 } from './1766102400000-AddNeedsContainerToJobSubmissions';
 import { CreateJobParents1766188800000 } from './1766188800000-CreateJobParents';
+import { AddAlwaysRunOpenToJobGroupCounters1766275200000 } from './1766275200000-AddAlwaysRunOpenToJobGroupCounters';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -35,4 +36,5 @@ export const MIGRATIONS = [
   CreateLogTables1766016000000,
   AddNeedsContainerToJobSubmissions1766102400000,
   CreateJobParents1766188800000,
+  AddAlwaysRunOpenToJobGroupCounters1766275200000,
 ];

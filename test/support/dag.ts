@@ -37,15 +37,17 @@ export async function drain(
   parallel = 8,
 ): Promise<Claimed[]> {
   const all: Claimed[] = [];
-  for (;;) {
+  // A claim that ends queued work below a cancellation may hand out nothing and release new work: ask twice.
+  for (let empty = 0; empty < 2;) {
     const got = await w.claim(50);
-    if (got.length === 0) return all;
+    empty = got.length === 0 ? empty + 1 : 0;
     all.push(...got);
     for (let i = 0; i < got.length; i += parallel) {
       const results = await Promise.all(got.slice(i, i + parallel).map((s) => w.execute(s, outcome(s))));
       for (const r of results) if (r.status !== 200) throw new Error(`report: ${r.status} ${JSON.stringify(r.body)}`);
     }
   }
+  return all;
 }
 
 export interface JobRow {

@@ -122,7 +122,8 @@ export class JobGroupRequestsService {
             const edges = this.dependencies.plan(run.id, body.jobs, newJobs, existing);
             await this.jobs.insert(m, run.id, newJobs, run.priority);
             await this.dependencies.insertEdges(m, run.id, edges);
-            const changes = await this.groups.addJobs(m, chain, newJobs.length);
+            const alwaysRun = newJobs.filter((j) => j.alwaysRun && j.status !== 'terminated').length;
+            const changes = await this.groups.addJobs(m, chain, newJobs.length, alwaysRun);
             // Jobs a parent's failure ended before they were added: counted as cancelled outcomes, with their events.
             const ended = newJobs.filter((j) => j.status === 'terminated');
             const cascade =

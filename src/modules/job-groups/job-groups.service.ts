@@ -6,7 +6,15 @@ import { type Cancellation, cancelledJobOutcome, type JobOutcome, outcomeDelta }
 import { GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
 import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
-import { ActiveCounts, ActiveDelta, ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
+import {
+  ActiveCounts,
+  ActiveDelta,
+  ChainLevel,
+  Counts,
+  CountsDelta,
+  JobGroupsRepository,
+  NewGroup,
+} from './job-groups.repository';
 import { required } from '../../common/required';
 
 export type { ActiveCounts, ActiveDelta, Counts };
@@ -125,12 +133,16 @@ export class JobGroupsService {
     runId: string,
     ancestors: Map<number, number[]>,
     jobsPerGroup: Map<number, number>,
+    alwaysRunPerGroup: Map<number, number> = new Map(),
   ): Promise<void> {
     const recursive = new Map<number, number>();
+    const alwaysRun = new Map<number, number>();
     for (const [g, n] of jobsPerGroup)
-      for (const a of required(ancestors.get(g), `the ancestors of group ${g}`))
+      for (const a of required(ancestors.get(g), `the ancestors of group ${g}`)) {
         recursive.set(a, (recursive.get(a) ?? 0) + n);
-    await this.groups.addJobCounts(m, runId, recursive);
+        alwaysRun.set(a, (alwaysRun.get(a) ?? 0) + (alwaysRunPerGroup.get(g) ?? 0));
+      }
+    await this.groups.addJobCounts(m, runId, recursive, alwaysRun);
     await this.groups.setState(m, runId, [...recursive.keys()], 'running');
   }
 
@@ -188,9 +200,9 @@ export class JobGroupsService {
   }
 
   /** Counts `n` new jobs into a locked chain; returns the groups whose status changed (a complete one runs again). */
-  async addJobs(m: EntityManager, chain: Chain, n: number): Promise<GroupStatusChange[]> {
+  async addJobs(m: EntityManager, chain: Chain, n: number, alwaysRun = 0): Promise<GroupStatusChange[]> {
     const ids = chain.levels.map((l) => l.jobGroupId);
-    await this.groups.addCounts(m, chain.runId, ids, { nJobs: n });
+    await this.groups.addCounts(m, chain.runId, ids, { nJobs: n, nAlwaysRunOpen: alwaysRun });
     await this.groups.setState(m, chain.runId, ids, 'running');
     return statusChanges(chain.levels.map((l) => ({ jobGroupId: l.jobGroupId, before: l, after: addTo(l, n) })));
   }
@@ -205,16 +217,21 @@ export class JobGroupsService {
     jobGroupId: number,
     outcome: JobOutcome,
     active: ActiveDelta,
+    alwaysRun = false,
   ): Promise<{
     counted: boolean;
     root: RootChange;
     cancellations: Cancellation[];
     statusChanges: GroupStatusChange[];
   }> {
-    const delta = outcomeDelta(outcome);
+    const delta = { ...outcomeDelta(outcome), nAlwaysRunOpen: alwaysRun ? -1 : 0 };
     const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, delta, active);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     const chain = await this.withCancellations(m, runId, jobGroupId, levels);
+    if (!counted && alwaysRun) {
+      const spared = await this.countSpared(m, chain, delta, active);
+      if (spared) return spared;
+    }
     const root = levels[levels.length - 1];
     const before = { counts: subtract(root, counted ? delta : {}, active), stopReason: chain.stopReason };
     if (!counted) return { counted, root: { before, after: this.rootOf(chain) }, cancellations: [], statusChanges: [] };
@@ -271,6 +288,55 @@ export class JobGroupsService {
       })),
     );
     return { uncountedGroups: [...uncounted], statusChanges: changes };
+  }
+
+  /**
+   * An always_run job's outcome under a cancellation (chain locked, nothing counted yet): the cancellation left it
+   * out of what it counted unless it was an abort, so it is counted now into every level. Null under an abort (the
+   * abort counted it). No fail-fast: the chain is cancelled already.
+   */
+  private async countSpared(
+    m: EntityManager,
+    chain: Chain,
+    delta: CountsDelta,
+    active: ActiveDelta,
+  ): Promise<{
+    counted: boolean;
+    root: RootChange;
+    cancellations: Cancellation[];
+    statusChanges: GroupStatusChange[];
+  } | null> {
+    const all = await this.groups.chainCancellations(chain.runId, chain.levels[0].jobGroupId, m);
+    if (all.some((c) => cancelledJobOutcome(c).status === 'aborted')) return null;
+    const ids = chain.levels.map((l) => l.jobGroupId);
+    const updated = await this.groups.addCounts(m, chain.runId, ids, delta);
+    const after = new Map(updated.map((u) => [u.jobGroupId, u]));
+    // A level is under the cancellation when it or a level above it (later in the chain) is cancelled.
+    const under = chain.levels.map((_, i) => chain.levels.slice(i).some((l) => l.cancelled));
+    const changes: GroupStatusChange[] = [];
+    chain.levels.forEach((l, i) => {
+      const now = required(after.get(l.jobGroupId), `the counters of group ${l.jobGroupId}`);
+      const was = groupStatus(effectiveCounts(l, under[i]), under[i]);
+      const is = groupStatus(effectiveCounts(now, under[i]), under[i]);
+      if (was !== is) changes.push({ jobGroupId: l.jobGroupId, status: is });
+    });
+    await this.groups.setState(
+      m,
+      chain.runId,
+      updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId),
+      'complete',
+    );
+    const root = chain.levels[chain.levels.length - 1];
+    const rootAfter = { ...root, ...required(after.get(root.jobGroupId), 'the root counters') };
+    return {
+      counted: true,
+      root: {
+        before: { counts: subtract(rootAfter, delta, active), stopReason: chain.stopReason },
+        after: { counts: rootAfter, stopReason: chain.stopReason },
+      },
+      cancellations: [],
+      statusChanges: changes,
+    };
   }
 
   /** Moves the run's active counts on its root's counters row (locking it, if the caller hasn't yet). */
@@ -383,14 +449,16 @@ export class JobGroupsService {
     const target = levels[0];
     const cancellation = await this.groups.insertCancellation(m, runId, target.jobGroupId, by, reason);
     await this.groups.markCancelled(m, runId, target.jobGroupId);
-    const k = target.nJobs - target.nCompleted;
+    // always_run jobs go on running (and are counted when they finish) unless this is an abort, which stops them.
+    const abort = cancelledJobOutcome(cancellation).status === 'aborted';
+    const open = target.nAlwaysRunOpen ?? 0;
+    const k = target.nJobs - target.nCompleted - (abort ? 0 : open);
     if (k === 0) return { cancellation, updated: [] };
-    const aborted = cancelledJobOutcome(cancellation).status === 'aborted' ? k : 0;
     const updated = await this.groups.addCounts(
       m,
       runId,
       levels.map((l) => l.jobGroupId),
-      { nCompleted: k, nCancelled: k, nAborted: aborted },
+      { nCompleted: k, nCancelled: k, nAborted: abort ? k : 0, nAlwaysRunOpen: abort ? -open : 0 },
     );
     await this.groups.setState(
       m,
@@ -407,6 +475,11 @@ export class JobGroupsService {
     if (!counts) throw notFound('job group 0');
     const [root] = await this.groups.chainCancellations(runId, 0, m);
     return { counts, stopReason: root?.reason ?? null };
+  }
+
+  /** Every cancellation over a group (its own and its ancestors'), earliest first. */
+  chainCancellations(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation[]> {
+    return this.groups.chainCancellations(runId, jobGroupId, m);
   }
 
   /** The cancellation in force for a group (its own or an ancestor's), or null. */
@@ -450,7 +523,9 @@ export class JobGroupsService {
         n_failed: 0,
         n_cancelled: 0,
       };
-      const cancelled = d.nCancelled + (cancelledBelow ? d.nUncounted : 0);
+      // Uncounted always_run jobs below a cancellation still run (count later) unless it was an abort.
+      const stopped = d.nUncounted - (abortedBy(runId, jobGroupId) ? 0 : d.nUncountedAlwaysRun);
+      const cancelled = d.nCancelled + (cancelledBelow ? stopped : 0);
       e.n_jobs += d.nJobs;
       e.n_succeeded += d.nSucceeded;
       e.n_failed += d.nFailed;
@@ -466,7 +541,11 @@ export class JobGroupsService {
         `${r.flag ? 'has no row' : 'has one'}`,
     );
     for (const c of await this.groups.allCounters()) {
-      const shown = effectiveCounts(c, cancellations.get(c.runId)?.has(c.jobGroupId) ?? false);
+      const shown = effectiveCounts(
+        c,
+        cancellations.get(c.runId)?.has(c.jobGroupId) ?? false,
+        !abortedBy(c.runId, c.jobGroupId),
+      );
       const want = expected.get(key(c.runId, c.jobGroupId)) ?? {
         n_jobs: 0,
         n_completed: 0,
@@ -628,8 +707,9 @@ function fieldError(field: string, message: string): DomainError {
  * Counts as the API shows them. Under a cancellation, jobs not yet counted are cancelled: the stored counters of
  * groups below the cancelled one were (by design) not touched, so the difference is added here, at read.
  */
-export function effectiveCounts(c: Counts, cancelled: boolean): GroupCounts {
-  const pending = cancelled ? c.nJobs - c.nCompleted : 0;
+export function effectiveCounts(c: Counts, cancelled: boolean, spareAlwaysRun = true): GroupCounts {
+  // always_run jobs not counted yet are not stopped by a cancellation (an abort stops them): they show as running.
+  const pending = cancelled ? c.nJobs - c.nCompleted - (spareAlwaysRun ? (c.nAlwaysRunOpen ?? 0) : 0) : 0;
   return {
     n_jobs: c.nJobs,
     n_completed: c.nCompleted + pending,
@@ -648,14 +728,19 @@ export function groupStatus(c: GroupCounts, cancelled: boolean): GroupStatus {
 }
 
 function toView(g: JobGroup, counts: Counts, cancellation: Cancellation | null): JobGroupView {
-  const eff = effectiveCounts(counts, cancellation !== null);
+  const eff = effectiveCounts(
+    counts,
+    cancellation !== null,
+    cancellation === null || cancelledJobOutcome(cancellation).status !== 'aborted',
+  );
   return {
     job_group_id: g.jobGroupId,
     parent_id: g.parentId,
     depth: g.depth,
     attributes: g.attributes,
     cancel_after_n_failures: g.cancelAfterNFailures,
-    state: cancellation || eff.n_completed === eff.n_jobs ? 'complete' : g.state,
+    // A cancelled group with a running always_run job is still running.
+    state: eff.n_completed === eff.n_jobs ? 'complete' : g.state,
     status: groupStatus(eff, cancellation !== null),
     cancellation: cancellation ? toCancellationView(cancellation) : null,
     counts: eff,

@@ -254,7 +254,8 @@ export class JobsRepository {
     if (f.statuses.length > 0) {
       qb.andWhere(
         `(CASE WHEN NOT j.completion_counted AND j.job_group_id = ANY(:aborted) THEN :abortedStatus
-               WHEN NOT j.completion_counted AND j.job_group_id = ANY(:terminated) THEN :terminatedStatus
+               WHEN NOT j.completion_counted AND NOT j.always_run AND j.job_group_id = ANY(:terminated)
+                 THEN :terminatedStatus
                ELSE j.status END) = ANY(:statuses)`,
         {
           aborted: f.abortedGroups,
@@ -286,7 +287,8 @@ export class JobsRepository {
               count(*) FILTER (WHERE completion_counted AND status = ANY($2::text[]))::int AS "nFailed",
               count(*) FILTER (WHERE completion_counted AND status = ANY($3::text[]))::int AS "nCancelled",
               count(*) FILTER (WHERE completion_counted AND status = ANY($4::text[]))::int AS "nAborted",
-              count(*) FILTER (WHERE NOT completion_counted)::int AS "nUncounted"
+              count(*) FILTER (WHERE NOT completion_counted)::int AS "nUncounted",
+              count(*) FILTER (WHERE NOT completion_counted AND always_run)::int AS "nUncountedAlwaysRun"
          FROM jobs GROUP BY run_id, job_group_id`,
       [statusesOfOutcome('succeeded'), statusesOfOutcome('failed'), CANCELLED_STATUSES, statusesOfOutcome('aborted')],
     );
@@ -343,4 +345,5 @@ export interface DirectOutcomes {
   nCancelled: number;
   nAborted: number;
   nUncounted: number;
+  nUncountedAlwaysRun: number;
 }

@@ -7,7 +7,7 @@ import { RunStatusService } from '../runs/run-status.service';
 import { DependencyRelease } from './dependency-release.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type { CompleteResult } from './lifecycle.types';
-import { type ActiveDelta, activeDelta, addDelta, OUTCOME_OF_STATUS } from './outcomes';
+import { type ActiveDelta, activeDelta, addDelta, OUTCOME_OF_STATUS, stopsAlwaysRun } from './outcomes';
 import { shouldRetry } from './retry-policy';
 import { type FinishedStatus, isRetryableStatus, type SubmissionStatus } from './vocabulary';
 
@@ -48,7 +48,8 @@ export class JobFinisher {
     // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
     const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
     let retry: CompleteResult['retry_submission'] = null;
-    if (chain.cancellation) {
+    // A cancellation ends the job rather than retry it, unless it is always_run and the cancellation no abort.
+    if (chain.cancellation && !(job.alwaysRun && !(await this.abortInChain(m, s)))) {
       await this.subs.finishJob(m, job, status, reason, false);
       await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }]);
     } else {
@@ -62,6 +63,10 @@ export class JobFinisher {
       await this.groups.moveActive(m, s.runId, retry ? addDelta(delta, { nRetrying: 1 }) : delta),
     );
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
+  }
+
+  private async abortInChain(m: EntityManager, s: SubmissionFacts): Promise<boolean> {
+    return (await this.groups.chainCancellations(s.runId, s.jobGroupId, m)).some(stopsAlwaysRun);
   }
 
   /**
@@ -87,6 +92,7 @@ export class JobFinisher {
       s.jobGroupId,
       OUTCOME_OF_STATUS[status as FinishedStatus],
       delta,
+      job.alwaysRun,
     );
     if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
     await this.events.counted(m, s.runId, result);

@@ -72,6 +72,9 @@ export interface Cancellation {
   reason: string;
 }
 
+/** Whether a cancellation stops always_run jobs too: only an abort does. */
+export const stopsAlwaysRun = (c: Pick<Cancellation, 'reason'>): boolean => c.reason === 'aborted_by_user';
+
 /** How a job stopped by a cancellation shows: `aborted` for an abort, `terminated` otherwise. */
 export function cancelledJobOutcome(c: Cancellation): {
   status: 'terminated' | 'aborted';
@@ -87,10 +90,17 @@ export function cancelledJobOutcome(c: Cancellation): {
  * yet shows as the cancellation made it, whatever its stored status says (the sweep writes that later).
  */
 export function effectiveJobStatus(
-  stored: { status: SubmissionStatus; terminationReason: string | null; completionCounted: boolean },
+  stored: {
+    status: SubmissionStatus;
+    terminationReason: string | null;
+    completionCounted: boolean;
+    alwaysRun?: boolean;
+  },
   cancellation: Cancellation | null,
 ): { status: SubmissionStatus; terminationReason: string | null; cancelledBy: Cancellation | null } {
-  if (cancellation === null || stored.completionCounted) {
+  // An always_run job is not stopped by a cancellation, only by an abort.
+  const spared = stored.alwaysRun === true && cancellation !== null && !stopsAlwaysRun(cancellation);
+  if (cancellation === null || stored.completionCounted || spared) {
     return { status: stored.status, terminationReason: stored.terminationReason, cancelledBy: null };
   }
   const outcome = cancelledJobOutcome(cancellation);

@@ -7,7 +7,7 @@ import { SubmissionsService } from '../jobs/submissions.service';
 import { RunStatusService } from '../runs/run-status.service';
 import { DependencyRelease } from './dependency-release.service';
 import { JobFinisher } from './job-finisher.service';
-import { cancelledJobOutcome } from './outcomes';
+import { cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
 
 /**
  * Transitions the server makes without a worker, as bounded passes of background loops: lapsed leases, the time
@@ -72,7 +72,16 @@ export class ServerTransitionsService implements OnModuleInit {
       total += await this.tx.run(async (m) => {
         const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId, m);
         const outcome = cancelledJobOutcome(c);
-        const done = await this.subs.terminateQueued(m, c.runId, ids, outcome.status, outcome.terminationReason, batch);
+        // always_run jobs stay queued below a cancellation (and are claimed); an abort ends them too.
+        const done = await this.subs.terminateQueued(
+          m,
+          c.runId,
+          ids,
+          outcome.status,
+          outcome.terminationReason,
+          batch,
+          !stopsAlwaysRun(c),
+        );
         const cascade = await this.dependents.afterFinal(
           m,
           c.runId,

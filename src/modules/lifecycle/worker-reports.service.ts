@@ -6,7 +6,7 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
-import { type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome } from './outcomes';
+import { type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
 import {
   FinishedStatus,
   HELD_STATUSES,
@@ -108,8 +108,12 @@ export class WorkerReportsService {
       const deltas = new Map<string, ActiveDelta>();
       const refresh = new Set<string>();
       const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
+      const spared = await this.spared(
+        m,
+        candidates.filter((c) => cancellations.get(c.runId)?.has(c.jobGroupId)),
+      );
       for (const c of candidates) {
-        const cancellation = cancellations.get(c.runId)?.get(c.jobGroupId);
+        const cancellation = spared.has(c.jobId) ? undefined : cancellations.get(c.runId)?.get(c.jobGroupId);
         if (cancellation) {
           // Queued under a cancelled group: finish it here rather than hand it out (the sweep would, later).
           const outcome = cancelledJobOutcome(cancellation);
@@ -120,6 +124,7 @@ export class WorkerReportsService {
             outcome.status,
             outcome.terminationReason,
             candidates.length,
+            !stopsAlwaysRun(cancellation),
           );
           if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
           const cascade = await this.dependents.afterFinal(
@@ -181,6 +186,33 @@ export class WorkerReportsService {
     };
   }
 
+  /**
+   * Of submissions below a cancellation, the jobs that go on anyway: always_run jobs, unless an abort is among the
+   * cancellations over them. Reads nothing when none is below a cancellation (the usual case).
+   */
+  private async spared(
+    m: EntityManager,
+    under: readonly { runId: string; jobGroupId: number; jobId: string }[],
+  ): Promise<Set<string>> {
+    const alwaysRun = await this.subs.alwaysRunJobs(
+      m,
+      under.map((s) => s.jobId),
+    );
+    const out = new Set<string>();
+    const aborted = new Map<string, boolean>();
+    for (const s of under) {
+      if (!alwaysRun.has(s.jobId)) continue;
+      const key = `${s.runId}/${s.jobGroupId}`;
+      let abort = aborted.get(key);
+      if (abort === undefined) {
+        abort = (await this.groups.chainCancellations(s.runId, s.jobGroupId, m)).some(stopsAlwaysRun);
+        aborted.set(key, abort);
+      }
+      if (!abort) out.add(s.jobId);
+    }
+    return out;
+  }
+
   async running(
     principal: Principal,
     id: string,
@@ -220,7 +252,8 @@ export class WorkerReportsService {
       const s = owned(await this.subs.lockSubmission(m, id), id, holderOf(principal, body.worker_id));
       if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
       const lease = await this.subs.heartbeat(m, s, body.runtime_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
-      const cancellation = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
+      const found = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
+      const cancellation = found && (await this.spared(m, [s])).has(s.jobId) ? null : found;
       await this.billing.accrue(m, id);
       return { cancel_requested: cancellation !== null, lease_expires_at: new Date(lease).toISOString() };
     });
@@ -272,6 +305,10 @@ export class WorkerReportsService {
         this.env.RUNPLANE_LEASE_SECONDS,
       );
       const cancellations = await this.groups.effectiveCancellations([...new Set(held.map((s) => s.runId))], m);
+      const spared = await this.spared(
+        m,
+        held.filter((s) => cancellations.get(s.runId)?.has(s.jobGroupId)),
+      );
       // Billing rows after the submissions (the lock order), run by run: concurrent batches take them in one order.
       const byRun = [...held].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : a.id < b.id ? -1 : 1));
       await this.billing.accrueMany(
@@ -280,7 +317,7 @@ export class WorkerReportsService {
       );
       return new Map(
         held.map((s): [string, HeartbeatItem] => {
-          const cancellation = cancellations.get(s.runId)?.get(s.jobGroupId);
+          const cancellation = spared.has(s.jobId) ? undefined : cancellations.get(s.runId)?.get(s.jobGroupId);
           const outcome = cancellation ? cancelledJobOutcome(cancellation) : null;
           return [
             s.id,

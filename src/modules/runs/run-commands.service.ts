@@ -132,8 +132,12 @@ export class RunCommandsService implements OnModuleInit {
             await this.jobs.insert(m, run.id, newJobs, run.priority);
             await this.dependencies.insertEdges(m, run.id, edges);
             const perGroup = new Map<number, number>();
-            for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
-            await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
+            const alwaysRun = new Map<number, number>();
+            for (const j of newJobs) {
+              perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
+              if (j.alwaysRun) alwaysRun.set(j.jobGroupId, (alwaysRun.get(j.jobGroupId) ?? 0) + 1);
+            }
+            await this.groups.countNewJobs(m, run.id, ancestors, perGroup, alwaysRun);
             return this.views.viewOf(
               run,
               access.projectName,
