@@ -142,7 +142,7 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
     });
   });
 
-  it('a claim that ends a queued parent below a cancellation releases its children in the same transaction', async () => {
+  it('a claim ending a queued parent below a cancellation releases its children in its transaction', async () => {
     const run = await makeRun(t, owner, project, {
       priority: 4,
       job_groups: [{ ref: 'a' }],
