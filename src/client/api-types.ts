@@ -228,6 +228,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/dependents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["RunsController_dependents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/runs/{runId}/cost": {
         parameters: {
             query?: never;
@@ -703,7 +719,7 @@ export interface components {
             /** Format: uuid */
             submission_id: string;
             /** @enum {string} */
-            status: "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
+            status: "pending" | "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
             termination_reason: string;
             /** @description The submission created to retry the job, when the failure is within the retry policy. */
             retry_submission: components["schemas"]["RetrySubmissionView"] | null;
@@ -751,7 +767,7 @@ export interface components {
             /** @enum {integer} */
             status_code: 400;
             /** @enum {string} */
-            code: "VALIDATION_FAILED" | "MAX_DEPTH_EXCEEDED" | "INVALID_CURSOR";
+            code: "VALIDATION_FAILED" | "MAX_DEPTH_EXCEEDED" | "DEPENDENCY_INVALID" | "INVALID_CURSOR";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -1047,8 +1063,15 @@ export interface components {
             group_ref?: string;
             /** @default 1 */
             replicas?: number;
-            /** @default false */
+            /**
+             * @description Runs once its parents have finished whatever their outcome, and is not stopped by the cancellation of its group or an ancestor; only a stop with `abort: true` stops it.
+             * @default false
+             */
             always_run?: boolean;
+            /** @description A label unique within this request, for `depends_on` of other jobs of the same request; with `replicas` > 1 it stands for every replica. */
+            ref?: string;
+            /** @description Parents: each a `ref` of this request or the id of a job already in the same run (any group). The job is `pending` until every parent has finished; a parent that ends other than `done` ends it as `terminated`/`dependency_failed` unless it is `always_run`. At most 1,000 parents per job and 100,000 edges per request (replicas expanded); a cycle, an unknown parent, the job itself or another run's job is a 400 `DEPENDENCY_INVALID` naming the job. */
+            depends_on?: string[];
             spec: components["schemas"]["JobSpecDto"];
         };
         JobSpecDto: {
@@ -1076,10 +1099,14 @@ export interface components {
              * @description Effective: `terminated` once an ancestor group is cancelled.
              * @enum {string}
              */
-            status: "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
+            status: "pending" | "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
             termination_reason: string | null;
             /** @description The group whose cancellation terminated this job, when that is why. */
             cancelled_job_group_id: number | null;
+            /** @description Parent job ids (dependencies). */
+            depends_on: string[];
+            /** @description Parents not finished yet; the job is `pending` while above 0. */
+            n_pending_parents: number;
             submission_count: number;
             /** @description Submissions not listed, counted by termination reason. */
             folded_submissions: {
@@ -1237,6 +1264,7 @@ export interface components {
             job_group_id: 0;
             /** @description Every job of the run by status, whatever `jobs_limit` shows; statuses with no job are left out. */
             job_counts: {
+                pending?: number;
                 submitted?: number;
                 provisioning?: number;
                 running?: number;
@@ -1272,7 +1300,7 @@ export interface components {
             id: string;
             submission_num: number;
             /** @enum {string} */
-            status: "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
+            status: "pending" | "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
             termination_reason: string | null;
             exit_status: number | null;
             /** Format: date-time */
@@ -1375,7 +1403,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1470,7 +1498,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1542,7 +1570,7 @@ export interface operations {
                     "application/json": components["schemas"]["UserWithToken"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1651,7 +1679,7 @@ export interface operations {
                     "application/json": components["schemas"]["UserView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1747,7 +1775,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1838,7 +1866,7 @@ export interface operations {
                     "application/json": components["schemas"]["IssuedToken"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1940,7 +1968,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2046,7 +2074,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2144,7 +2172,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2256,7 +2284,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2363,7 +2391,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2479,7 +2507,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2607,7 +2635,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2720,7 +2748,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2830,7 +2858,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2967,7 +2995,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3071,7 +3099,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3189,7 +3217,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3311,7 +3339,120 @@ export interface operations {
                     "application/json": components["schemas"]["SubmissionPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    RunsController_dependents: {
+        parameters: {
+            query?: {
+                /** @description Items per page: default 20, at most 100. */
+                limit?: number;
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Run id (anything else is a 404). */
+                runId: string;
+                /** @description Job id (anything else is a 404). */
+                jobId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Children of the job (jobs whose depends_on names it), by job id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPage"];
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3416,7 +3557,7 @@ export interface operations {
                     "application/json": components["schemas"]["CostReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3516,7 +3657,7 @@ export interface operations {
                     "application/json": components["schemas"]["ResourceList"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3611,7 +3752,7 @@ export interface operations {
                     "application/json": components["schemas"]["ResourceView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3730,7 +3871,7 @@ export interface operations {
                     "application/json": components["schemas"]["BillingReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3834,7 +3975,7 @@ export interface operations {
                     "application/json": components["schemas"]["ClaimView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3941,7 +4082,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunningView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4066,7 +4207,7 @@ export interface operations {
                     "application/json": components["schemas"]["HeartbeatView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4191,7 +4332,7 @@ export interface operations {
                     "application/json": components["schemas"]["CompleteView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4316,7 +4457,7 @@ export interface operations {
                     "application/json": components["schemas"]["HeartbeatBatchView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4437,7 +4578,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobGroupView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4580,7 +4721,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4694,7 +4835,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobList"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4828,7 +4969,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobGroupWithCost"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4941,7 +5082,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobGroupWithCostPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5052,7 +5193,7 @@ export interface operations {
                     "application/json": components["schemas"]["CancellationView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5168,7 +5309,7 @@ export interface operations {
                     "application/json": components["schemas"]["CostReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5291,7 +5432,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5398,7 +5539,7 @@ export interface operations {
                     "application/json": components["schemas"]["LogChunkAckView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5533,7 +5674,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5633,7 +5774,7 @@ export interface operations {
                     "application/json": components["schemas"]["CleanupReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5724,7 +5865,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvariantsReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5818,7 +5959,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;

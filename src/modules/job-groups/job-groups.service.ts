@@ -507,6 +507,7 @@ export class JobGroupsService {
     const key = (run: string, g: number) => `${run}/${g}`;
     const expected = new Map<string, GroupCounts>();
     const expectedAborted = new Map<string, number>();
+    const expectedOpen = new Map<string, number>();
     const abortedBy = (runId: string, g: number) => {
       const c = cancellations.get(runId)?.get(g);
       return c !== undefined && cancelledJobOutcome(c).status === 'aborted';
@@ -534,6 +535,9 @@ export class JobGroupsService {
       expected.set(key(runId, ancestorId), e);
       const aborted = d.nAborted + (abortedBy(runId, jobGroupId) ? d.nUncounted : 0);
       expectedAborted.set(key(runId, ancestorId), (expectedAborted.get(key(runId, ancestorId)) ?? 0) + aborted);
+      // Uncounted always_run jobs stay open on every level but those an abort counted them on.
+      const open = abortedBy(runId, ancestorId) ? 0 : d.nUncountedAlwaysRun;
+      expectedOpen.set(key(runId, ancestorId), (expectedOpen.get(key(runId, ancestorId)) ?? 0) + open);
     }
     const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
       (r) =>
@@ -563,6 +567,13 @@ export class JobGroupsService {
       if (shownAborted !== wantAborted)
         out.push(
           `run ${c.runId} group ${c.jobGroupId}: counters say ${shownAborted} aborted but jobs say ${wantAborted}`,
+        );
+      const shownOpen = abortedBy(c.runId, c.jobGroupId) ? 0 : (c.nAlwaysRunOpen ?? 0);
+      const wantOpen = expectedOpen.get(key(c.runId, c.jobGroupId)) ?? 0;
+      if (shownOpen !== wantOpen)
+        out.push(
+          `run ${c.runId} group ${c.jobGroupId}: counters say ${shownOpen} always_run jobs open but jobs say ` +
+            `${wantOpen}`,
         );
     }
     return out;

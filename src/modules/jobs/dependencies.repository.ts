@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { returning } from '../../infra/database/returning';
 import type { SubmissionStatus } from '../lifecycle/vocabulary';
 import type { Edges, ExistingParent } from './dependency-plan';
 
@@ -66,7 +67,10 @@ export class DependenciesRepository {
     );
   }
 
-  /** Ends locked pending jobs and their latest submission; jobs of `uncountedGroups` are left uncounted. */
+  /**
+   * Ends locked pending jobs and their latest submission; jobs of `uncountedGroups` are left uncounted. Both updates
+   * go by primary key over the given ids (never a join the planner could turn into a scan of every submission).
+   */
   async endJobs(
     m: EntityManager,
     ids: string[],
@@ -75,51 +79,66 @@ export class DependenciesRepository {
     uncountedGroups: number[],
   ): Promise<void> {
     if (ids.length === 0) return;
-    await m.query(
-      `WITH ended AS (
-         UPDATE jobs SET status = $2, termination_reason = $3,
-                completion_counted = NOT (job_group_id = ANY($4::int[]))
-          WHERE id = ANY($1::uuid[])
-      RETURNING latest_submission_id
-       )
-       UPDATE job_submissions s SET status = $2, termination_reason = $3, finished_at = now()
-         FROM ended e WHERE s.id = e.latest_submission_id`,
+    const ended = await returning<{ sub: string }>(
+      m,
+      `UPDATE jobs j SET status = $2, termination_reason = $3, completion_counted = NOT (j.job_group_id = ANY($4::int[]))
+         FROM unnest($1::uuid[]) AS v(id)
+        WHERE j.id = v.id
+        RETURNING j.latest_submission_id AS sub`,
       [ids, status, reason, uncountedGroups],
+    );
+    await m.query(
+      `UPDATE job_submissions s SET status = $2, termination_reason = $3, finished_at = now()
+         FROM unnest($1::uuid[]) AS v(id)
+        WHERE s.id = v.id`,
+      [ended.map((e) => e.sub), status, reason],
     );
   }
 
   /**
    * The finished jobs `finishedIds` release their children: each child's pending-parents count drops by its edges
    * from them (children locked in id order, so concurrent releases never deadlock), and a `pending` child whose count
-   * reaches 0 becomes `queued`, with its submission 0. One statement for all children; returns the released ones.
+   * reaches 0 becomes `queued`, with its submission 0. Three statements for all children, each by primary key over
+   * arrays; returns the released ones.
    */
-  release(
+  async release(
     m: EntityManager,
     finishedIds: string[],
     pending: SubmissionStatus,
     queued: SubmissionStatus,
   ): Promise<TouchedJob[]> {
-    if (finishedIds.length === 0) return Promise.resolve([]);
-    return m.query(
-      `WITH k AS (
-         SELECT job_id, count(*)::int AS k FROM job_parents WHERE parent_id = ANY($1::uuid[]) GROUP BY job_id
-       ), locked AS (
-         SELECT j.id, k.k FROM jobs j JOIN k ON k.job_id = j.id ORDER BY j.id FOR UPDATE OF j
-       ), dec AS (
-         UPDATE jobs j SET n_pending_parents = j.n_pending_parents - l.k,
-                status = CASE WHEN j.status = $2 AND j.n_pending_parents = l.k THEN $3 ELSE j.status END
-           FROM locked l WHERE j.id = l.id
-       RETURNING j.id, j.run_id, j.job_group_id, j.latest_submission_id, j.latest_submission_num, j.status
-       ), queued AS (
-         UPDATE job_submissions s SET status = $3 FROM dec d
-          WHERE d.status = $3 AND s.id = d.latest_submission_id AND s.status = $2
-      RETURNING s.job_id
-       )
-       SELECT d.id AS "jobId", d.run_id AS "runId", d.job_group_id AS "jobGroupId",
-              d.latest_submission_num AS "submissionNum"
-         FROM dec d JOIN queued q ON q.job_id = d.id`,
-      [finishedIds, pending, queued],
+    if (finishedIds.length === 0) return [];
+    const children: { id: string; k: number }[] = await m.query(
+      `SELECT j.id, e.k
+         FROM (SELECT job_id, count(*)::int AS k FROM job_parents WHERE parent_id = ANY($1::uuid[]) GROUP BY job_id) e
+         JOIN jobs j ON j.id = e.job_id
+        ORDER BY j.id
+          FOR UPDATE OF j`,
+      [finishedIds],
     );
+    if (children.length === 0) return [];
+    const released = await returning<TouchedJob & { sub: string }>(
+      m,
+      `UPDATE jobs j SET n_pending_parents = j.n_pending_parents - v.k,
+              status = CASE WHEN j.status = $3 AND j.n_pending_parents = v.k THEN $4 ELSE j.status END
+         FROM unnest($1::uuid[], $2::int[]) AS v(id, k)
+        WHERE j.id = v.id
+        RETURNING j.id AS "jobId", j.run_id AS "runId", j.job_group_id AS "jobGroupId",
+                  j.latest_submission_num AS "submissionNum", j.latest_submission_id AS sub,
+                  (j.status = $4 AND j.n_pending_parents = 0) AS released`,
+      [children.map((c) => c.id), children.map((c) => c.k), pending, queued],
+    ).then((rows) => (rows as (TouchedJob & { sub: string; released: boolean })[]).filter((r) => r.released));
+    if (released.length === 0) return [];
+    await m.query(
+      `UPDATE job_submissions s SET status = $2 FROM unnest($1::uuid[]) AS v(id) WHERE s.id = v.id AND s.status = $3`,
+      [released.map((r) => r.sub), queued, pending],
+    );
+    return released.map((r) => ({
+      jobId: r.jobId,
+      runId: r.runId,
+      jobGroupId: r.jobGroupId,
+      submissionNum: r.submissionNum,
+    }));
   }
 
   /** Parent ids of each given job. */
