@@ -81,7 +81,8 @@ export class DependenciesRepository {
     if (ids.length === 0) return;
     const ended = await returning<{ sub: string }>(
       m,
-      `UPDATE jobs j SET status = $2, termination_reason = $3, completion_counted = NOT (j.job_group_id = ANY($4::int[]))
+      `UPDATE jobs j
+          SET status = $2, termination_reason = $3, completion_counted = NOT (j.job_group_id = ANY($4::int[]))
          FROM unnest($1::uuid[]) AS v(id)
         WHERE j.id = v.id
         RETURNING j.latest_submission_id AS sub`,
