@@ -242,6 +242,7 @@ export class JobGroupsRepository {
   async effectiveCancellations(
     runIds: string[],
     m: EntityManager = this.dataSource.manager,
+    reason: string | null = null,
   ): Promise<(Cancellation & { runId: string; groupId: number })[]> {
     if (runIds.length === 0) return [];
     return m.query(
@@ -249,9 +250,9 @@ export class JobGroupsRepository {
          ${CANCELLATION}
          FROM job_groups_cancelled x
          JOIN job_group_self_and_ancestors sa ON sa.run_id = x.run_id AND sa.ancestor_id = x.job_group_id
-        WHERE x.run_id = ANY($1::uuid[])
+        WHERE x.run_id = ANY($1::uuid[]) AND ($2::text IS NULL OR x.reason = $2)
         ORDER BY sa.run_id, sa.job_group_id, x.cancelled_at, sa.level DESC`,
-      [runIds],
+      [runIds, reason],
     );
   }
 

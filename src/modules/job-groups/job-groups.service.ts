@@ -2,7 +2,14 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
-import { type Cancellation, cancelledJobOutcome, type JobOutcome, outcomeDelta } from '../lifecycle/outcomes';
+import {
+  abortOf,
+  type Cancellation,
+  cancelledJobOutcome,
+  type JobOutcome,
+  outcomeDelta,
+  stopsAlwaysRun,
+} from '../lifecycle/outcomes';
 import { GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
 import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
@@ -512,6 +519,8 @@ export class JobGroupsService {
       const c = cancellations.get(runId)?.get(g);
       return c !== undefined && cancelledJobOutcome(c).status === 'aborted';
     };
+    /** An abort lies over the group (maybe above its earliest cancellation): always_run jobs there are stopped. */
+    const abortOver = (runId: string, g: number) => abortOf(cancellations.get(runId)?.get(g)) !== null;
     const tally = new Map(direct.map((d) => [key(d.runId, d.jobGroupId), d]));
     for (const { runId, jobGroupId, ancestorId } of await this.groups.allClosure()) {
       const d = tally.get(key(runId, jobGroupId));
@@ -525,7 +534,7 @@ export class JobGroupsService {
         n_cancelled: 0,
       };
       // Uncounted always_run jobs below a cancellation still run (count later) unless it was an abort.
-      const stopped = d.nUncounted - (abortedBy(runId, jobGroupId) ? 0 : d.nUncountedAlwaysRun);
+      const stopped = d.nUncounted - (abortOver(runId, jobGroupId) ? 0 : d.nUncountedAlwaysRun);
       const cancelled = d.nCancelled + (cancelledBelow ? stopped : 0);
       e.n_jobs += d.nJobs;
       e.n_succeeded += d.nSucceeded;
@@ -533,10 +542,17 @@ export class JobGroupsService {
       e.n_cancelled += cancelled;
       e.n_completed += d.nSucceeded + d.nFailed + cancelled;
       expected.set(key(runId, ancestorId), e);
-      const aborted = d.nAborted + (abortedBy(runId, jobGroupId) ? d.nUncounted : 0);
+      // An abort above an earlier cancellation counted the always_run jobs that one had left running.
+      const aborted =
+        d.nAborted +
+        (abortedBy(runId, jobGroupId)
+          ? d.nUncounted
+          : abortOver(runId, jobGroupId) && cancelledBelow
+            ? d.nUncountedAlwaysRun
+            : 0);
       expectedAborted.set(key(runId, ancestorId), (expectedAborted.get(key(runId, ancestorId)) ?? 0) + aborted);
       // Uncounted always_run jobs stay open on every level but those an abort counted them on.
-      const open = abortedBy(runId, ancestorId) ? 0 : d.nUncountedAlwaysRun;
+      const open = abortOver(runId, ancestorId) ? 0 : d.nUncountedAlwaysRun;
       expectedOpen.set(key(runId, ancestorId), (expectedOpen.get(key(runId, ancestorId)) ?? 0) + open);
     }
     const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
@@ -548,7 +564,7 @@ export class JobGroupsService {
       const shown = effectiveCounts(
         c,
         cancellations.get(c.runId)?.has(c.jobGroupId) ?? false,
-        !abortedBy(c.runId, c.jobGroupId),
+        !abortOver(c.runId, c.jobGroupId),
       );
       const want = expected.get(key(c.runId, c.jobGroupId)) ?? {
         n_jobs: 0,
@@ -562,13 +578,19 @@ export class JobGroupsService {
           `run ${c.runId} group ${c.jobGroupId}: ` +
             `counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`,
         );
-      const shownAborted = c.nAborted + (abortedBy(c.runId, c.jobGroupId) ? c.nJobs - c.nCompleted : 0);
+      const shownAborted =
+        c.nAborted +
+        (abortedBy(c.runId, c.jobGroupId)
+          ? c.nJobs - c.nCompleted
+          : abortOver(c.runId, c.jobGroupId)
+            ? (c.nAlwaysRunOpen ?? 0)
+            : 0);
       const wantAborted = expectedAborted.get(key(c.runId, c.jobGroupId)) ?? 0;
       if (shownAborted !== wantAborted)
         out.push(
           `run ${c.runId} group ${c.jobGroupId}: counters say ${shownAborted} aborted but jobs say ${wantAborted}`,
         );
-      const shownOpen = abortedBy(c.runId, c.jobGroupId) ? 0 : (c.nAlwaysRunOpen ?? 0);
+      const shownOpen = abortOver(c.runId, c.jobGroupId) ? 0 : (c.nAlwaysRunOpen ?? 0);
       const wantOpen = expectedOpen.get(key(c.runId, c.jobGroupId)) ?? 0;
       if (shownOpen !== wantOpen)
         out.push(
@@ -598,16 +620,20 @@ export class JobGroupsService {
   /** Per run, the groups under a cancellation and the (earliest) cancellation that applies to each. */
   async effectiveCancellations(runIds: string[], m?: EntityManager): Promise<Map<string, Map<number, Cancellation>>> {
     const rows = await this.groups.effectiveCancellations(runIds, m);
+    // The earliest abort over each group, where it is not the earliest cancellation itself (rare: read only then).
+    const aborts = new Map<string, Cancellation>();
+    if (rows.some((r) => !stopsAlwaysRun(r)))
+      for (const a of await this.groups.effectiveCancellations(
+        [...new Set(rows.map((r) => r.runId))],
+        m,
+        'aborted_by_user',
+      ))
+        aborts.set(`${a.runId}/${a.groupId}`, toCancellation(a));
     const out = new Map<string, Map<number, Cancellation>>();
     for (const r of rows) {
       let perRun = out.get(r.runId);
       if (!perRun) out.set(r.runId, (perRun = new Map()));
-      perRun.set(r.groupId, {
-        jobGroupId: r.jobGroupId,
-        cancelledAt: r.cancelledAt,
-        cancelledBy: r.cancelledBy,
-        reason: r.reason,
-      });
+      perRun.set(r.groupId, { ...toCancellation(r), abort: aborts.get(`${r.runId}/${r.groupId}`) ?? null });
     }
     return out;
   }
@@ -619,7 +645,8 @@ export class JobGroupsService {
       await this.groups.countsOf(runId, jobGroupId, m),
       `the counters of job group ${jobGroupId}`,
     );
-    const [cancellation = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
+    const all = await this.groups.chainCancellations(runId, jobGroupId, m);
+    const cancellation = all[0] ? { ...all[0], abort: all.find(stopsAlwaysRun) ?? null } : null;
     return toView(group, counts, cancellation);
   }
 
@@ -739,11 +766,7 @@ export function groupStatus(c: GroupCounts, cancelled: boolean): GroupStatus {
 }
 
 function toView(g: JobGroup, counts: Counts, cancellation: Cancellation | null): JobGroupView {
-  const eff = effectiveCounts(
-    counts,
-    cancellation !== null,
-    cancellation === null || cancelledJobOutcome(cancellation).status !== 'aborted',
-  );
+  const eff = effectiveCounts(counts, cancellation !== null, abortOf(cancellation) === null);
   return {
     job_group_id: g.jobGroupId,
     parent_id: g.parentId,
@@ -756,4 +779,8 @@ function toView(g: JobGroup, counts: Counts, cancellation: Cancellation | null):
     cancellation: cancellation ? toCancellationView(cancellation) : null,
     counts: eff,
   };
+}
+
+function toCancellation(r: Cancellation): Cancellation {
+  return { jobGroupId: r.jobGroupId, cancelledAt: r.cancelledAt, cancelledBy: r.cancelledBy, reason: r.reason };
 }

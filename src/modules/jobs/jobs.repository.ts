@@ -27,6 +27,8 @@ export interface JobListFilter {
   /** Groups under a cancellation whose not-yet-counted jobs show as `terminated` / `aborted`. */
   terminatedGroups: number[];
   abortedGroups: number[];
+  /** Groups with an abort over them (always_run jobs there show as aborted even below an earlier cancellation). */
+  abortOverGroups: number[];
   after?: [number, number];
   limit: number;
 }
@@ -254,11 +256,13 @@ export class JobsRepository {
     if (f.statuses.length > 0) {
       qb.andWhere(
         `(CASE WHEN NOT j.completion_counted AND j.job_group_id = ANY(:aborted) THEN :abortedStatus
+               WHEN NOT j.completion_counted AND j.always_run AND j.job_group_id = ANY(:abortOver) THEN :abortedStatus
                WHEN NOT j.completion_counted AND NOT j.always_run AND j.job_group_id = ANY(:terminated)
                  THEN :terminatedStatus
                ELSE j.status END) = ANY(:statuses)`,
         {
           aborted: f.abortedGroups,
+          abortOver: f.abortOverGroups,
           terminated: f.terminatedGroups,
           statuses: f.statuses,
           abortedStatus: 'aborted' satisfies SubmissionStatus,

@@ -5,7 +5,7 @@ import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { UUID_PATTERN } from '../../common/validation/params';
-import { type Cancellation, cancelledJobOutcome, effectiveJobStatus } from '../lifecycle/outcomes';
+import { abortOf, type Cancellation, cancelledJobOutcome, effectiveJobStatus } from '../lifecycle/outcomes';
 import {
   JobRequestDto,
   JobView,
@@ -223,12 +223,17 @@ export class JobsService implements OnModuleInit {
     const after = cursor ? (decodeCursor(cursor, ['number', 'number']) as [number, number]) : undefined;
     const aborted: number[] = [];
     const terminated: number[] = [];
-    for (const [g, c] of cancellations) (cancelledJobOutcome(c).status === 'aborted' ? aborted : terminated).push(g);
+    const abortOver: number[] = [];
+    for (const [g, c] of cancellations) {
+      (cancelledJobOutcome(c).status === 'aborted' ? aborted : terminated).push(g);
+      if (abortOf(c)) abortOver.push(g);
+    }
     const rows = await this.jobs.listJobs(runId, {
       groupIds,
       statuses,
       terminatedGroups: terminated,
       abortedGroups: aborted,
+      abortOverGroups: abortOver,
       after,
       limit: limit + 1,
     });
