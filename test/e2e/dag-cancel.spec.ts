@@ -158,4 +158,44 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
     const rows = await byName(run);
     expect([rows.get('p')?.status, rows.get('after')?.status]).toEqual(['terminated', 'done']);
   });
+
+  it('an abort above an earlier cancellation stops the always_run job that one spared, as aborted', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 5,
+      job_groups: [{ ref: 'g' }],
+      jobs: [
+        { name: 'ar', group_ref: 'g', always_run: true, spec: jobSpec() },
+        { name: 'other', spec: jobSpec() },
+      ],
+    });
+    const w = directWorker(t, service, 'w-mixed');
+    const got = await w.claim(2);
+    const ar = got.find((s) => s.job_name === 'ar');
+    if (!ar) throw new Error('ar not claimed');
+    expect((await w.running(ar.id)).status).toBe(200);
+    await cancel(run, 1);
+    expect((await w.heartbeat(ar.id)).body.cancel_requested).toBe(false);
+    await t.http
+      .post(`${runUrl(run)}/stop`)
+      .set(owner.auth)
+      .send({ abort: true })
+      .expect(200);
+    const batch = await t.http
+      .post('/internal/v1/workers/w-mixed/heartbeat')
+      .set(service.auth)
+      .send({ submissions: [ar.id] })
+      .expect(200);
+    expect(batch.body.submissions[0]).toMatchObject({ cancel_requested: true, status: 'aborted' });
+    const jobs = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/1/jobs`)
+        .set(owner.auth)
+        .expect(200)
+    ).body.items;
+    expect(jobs.map((j: { status: string }) => j.status)).toEqual(['aborted']);
+    expect((await group(run, 1)).counts).toMatchObject({ n_jobs: 1, n_completed: 1, n_cancelled: 1 });
+    expect((await w.complete(ar.id, { status: 'aborted', termination_reason: 'aborted_by_user' })).status).toBe(200);
+    for (const s of got.filter((x) => x !== ar))
+      await w.complete(s.id, { status: 'aborted', termination_reason: 'aborted_by_user' });
+  });
 });

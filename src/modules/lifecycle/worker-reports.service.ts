@@ -6,7 +6,7 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
-import { type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
+import { abortOf, type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
 import {
   FinishedStatus,
   HELD_STATUSES,
@@ -305,9 +305,11 @@ export class WorkerReportsService {
         this.env.RUNPLANE_LEASE_SECONDS,
       );
       const cancellations = await this.groups.effectiveCancellations([...new Set(held.map((s) => s.runId))], m);
-      const spared = await this.spared(
+      const under = held.filter((s) => cancellations.get(s.runId)?.has(s.jobGroupId));
+      const spared = await this.spared(m, under);
+      const alwaysRun = await this.subs.alwaysRunJobs(
         m,
-        held.filter((s) => cancellations.get(s.runId)?.has(s.jobGroupId)),
+        under.map((s) => s.jobId),
       );
       // Billing rows after the submissions (the lock order), run by run: concurrent batches take them in one order.
       const byRun = [...held].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : a.id < b.id ? -1 : 1));
@@ -317,7 +319,9 @@ export class WorkerReportsService {
       );
       return new Map(
         held.map((s): [string, HeartbeatItem] => {
-          const cancellation = spared.has(s.jobId) ? undefined : cancellations.get(s.runId)?.get(s.jobGroupId);
+          const found = cancellations.get(s.runId)?.get(s.jobGroupId);
+          // An always_run job not spared is stopped by the abort over it: it reports that abort's outcome.
+          const cancellation = spared.has(s.jobId) ? undefined : alwaysRun.has(s.jobId) ? abortOf(found) : found;
           const outcome = cancellation ? cancelledJobOutcome(cancellation) : null;
           return [
             s.id,
