@@ -76,6 +76,8 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
       ['ar-queued', 'submitted'],
       ['work', 'terminated'],
     ]);
+    const counts = (await t.http.get(runUrl(run)).query({ jobs_limit: 0 }).set(owner.auth).expect(200)).body;
+    expect(counts.job_counts).toEqual({ running: 1, submitted: 1, terminated: 1 });
     // The queued always_run job is still handed out; the other queued job is ended instead.
     const more = await w.claim(5);
     expect(more.map((s) => s.job_name)).toEqual(['ar-queued']);

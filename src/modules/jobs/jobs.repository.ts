@@ -173,10 +173,14 @@ export class JobsRepository {
     });
   }
 
-  /** Per run: its jobs in the given groups whose (latest) submission is on a worker, by status. */
+  /**
+   * Per run: its jobs in the given groups whose (latest) submission is on a worker, by status; always_run jobs only
+   * in groups with `abort` set (a cancellation leaves them running, an abort counted them).
+   */
   async activeInGroups(
     runIds: string[],
     groupIds: number[],
+    aborts: boolean[],
     m: EntityManager = this.dataSource.manager,
   ): Promise<{ runId: string; status: string; n: number }[]> {
     if (runIds.length === 0) return [];
@@ -184,11 +188,12 @@ export class JobsRepository {
     return m.query(
       `SELECT s.run_id AS "runId", s.status, count(*)::int AS n
          FROM job_submissions s
-         JOIN unnest($1::uuid[], $2::int[]) AS g(run_id, job_group_id)
+         JOIN unnest($1::uuid[], $2::int[], $3::bool[]) AS g(run_id, job_group_id, abort)
            ON s.run_id = g.run_id AND s.job_group_id = g.job_group_id
-        WHERE s.${HELD_PREDICATE}
+         JOIN jobs j ON j.id = s.job_id
+        WHERE s.${HELD_PREDICATE} AND (g.abort OR NOT j.always_run)
         GROUP BY 1, 2`,
-      [runIds, groupIds],
+      [runIds, groupIds, aborts],
     );
   }
 

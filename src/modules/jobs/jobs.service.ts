@@ -135,19 +135,21 @@ export class JobsService implements OnModuleInit {
    * what runs at once, not by what the run holds.
    */
   async activeInGroups(
-    groupsByRun: Map<string, number[]>,
+    groupsByRun: Map<string, Map<number, Cancellation>>,
     m?: EntityManager,
   ): Promise<Map<string, Partial<Record<SubmissionStatus, number>>>> {
     const runIds: string[] = [];
     const groupIds: number[] = [];
+    const aborts: boolean[] = [];
     for (const [runId, groups] of groupsByRun) {
-      for (const g of groups) {
+      for (const [g, c] of groups) {
         runIds.push(runId);
         groupIds.push(g);
+        aborts.push(abortOf(c) !== null);
       }
     }
     const out = new Map<string, Partial<Record<SubmissionStatus, number>>>();
-    for (const r of await this.jobs.activeInGroups(runIds, groupIds, m)) {
+    for (const r of await this.jobs.activeInGroups(runIds, groupIds, aborts, m)) {
       const counts = out.get(r.runId) ?? {};
       counts[r.status as SubmissionStatus] = r.n;
       out.set(r.runId, counts);

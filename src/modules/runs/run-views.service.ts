@@ -158,10 +158,8 @@ export class RunViewsService {
         this.groups.rootCountersOf(needy, em),
         this.groups.effectiveCancellations(needy, em),
       ]);
-      const onWorkers = await this.jobs.activeInGroups(
-        new Map([...cancellations].map(([runId, groups]) => [runId, [...groups.keys()]])),
-        em,
-      );
+      // Jobs on workers below a cancellation count as cancelled, but for always_run ones it spared.
+      const onWorkers = await this.jobs.activeInGroups(cancellations, em);
       for (const [runId, root] of again) out.set(runId, deriveJobCounts(root, onWorkers.get(runId)));
     };
     await (m ? corrected(m) : this.tx.run(corrected, 'REPEATABLE READ'));
