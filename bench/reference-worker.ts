@@ -61,6 +61,7 @@ export interface Claimed {
   job_group_id: number;
   submission_num: number;
   lease_expires_at: string;
+  job_name?: string;
 }
 
 /**

@@ -4,6 +4,7 @@ import { runBilling } from './billing';
 import { runBoundedPage } from './bounded-page';
 import { runCli } from './cli';
 import { runConsole } from './console';
+import { runDag } from './dag';
 import { runInstances } from './instances';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
@@ -30,6 +31,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   'runs-list': runRunsList,
   'job-groups': runJobGroups,
   lifecycle: runLifecycle,
+  dag: runDag,
   billing: runBilling,
   'bounded-page': runBoundedPage,
   worker: runWorker,

@@ -14,6 +14,9 @@ import { CreateRequestableResources1765756800000 } from './1765756800000-CreateR
 import { CreateEvents1765843200000 } from './1765843200000-CreateEvents';
 import { CreateLogTables1766016000000 } from './1766016000000-CreateLogTables';
 import { AddNeedsContainerToJobSubmissions1766102400000 } from './1766102400000-AddNeedsContainerToJobSubmissions';
+import { CreateJobParents1766188800000 } from './1766188800000-CreateJobParents';
+import { AddAlwaysRunOpenToJobGroupCounters1766275200000 } from './1766275200000-AddAlwaysRunOpenToJobGroupCounters';
+import { AddHasDependentsToJobs1766361600000 } from './1766361600000-AddHasDependentsToJobs';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -33,4 +36,7 @@ export const MIGRATIONS = [
   CreateEvents1765843200000,
   CreateLogTables1766016000000,
   AddNeedsContainerToJobSubmissions1766102400000,
+  CreateJobParents1766188800000,
+  AddAlwaysRunOpenToJobGroupCounters1766275200000,
+  AddHasDependentsToJobs1766361600000,
 ];

@@ -228,6 +228,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/dependents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["RunsController_dependents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/projects/{project}/runs/{runId}/cost": {
         parameters: {
             query?: never;
@@ -723,7 +739,7 @@ export interface components {
             /** Format: uuid */
             submission_id: string;
             /** @enum {string} */
-            status: "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
+            status: "pending" | "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
             termination_reason: string;
             /** @description The submission created to retry the job, when the failure is within the retry policy. */
             retry_submission: components["schemas"]["RetrySubmissionView"] | null;
@@ -771,7 +787,7 @@ export interface components {
             /** @enum {integer} */
             status_code: 400;
             /** @enum {string} */
-            code: "VALIDATION_FAILED" | "MAX_DEPTH_EXCEEDED" | "INVALID_CURSOR";
+            code: "VALIDATION_FAILED" | "MAX_DEPTH_EXCEEDED" | "DEPENDENCY_INVALID" | "INVALID_CURSOR";
             message: string;
             /** @description Usually `{field, message}` per problem. */
             details: unknown[];
@@ -1067,8 +1083,15 @@ export interface components {
             group_ref?: string;
             /** @default 1 */
             replicas?: number;
-            /** @default false */
+            /**
+             * @description Runs once its parents have finished whatever their outcome, and is not stopped by the cancellation of its group or an ancestor; only a stop with `abort: true` stops it.
+             * @default false
+             */
             always_run?: boolean;
+            /** @description A label unique within this request, for `depends_on` of other jobs of the same request; with `replicas` > 1 it stands for every replica. */
+            ref?: string;
+            /** @description Parents: each a `ref` of this request or the id of a job already in the same run (any group). The job is `pending` until every parent has finished; a parent that ends other than `done` ends it as `terminated`/`dependency_failed` unless it is `always_run`. At most 1,000 parents per job and 100,000 edges per request (replicas expanded); a cycle, an unknown parent, the job itself or another run's job is a 400 `DEPENDENCY_INVALID` naming the job. */
+            depends_on?: string[];
             spec: components["schemas"]["JobSpecDto"];
         };
         JobSpecDto: {
@@ -1096,10 +1119,14 @@ export interface components {
              * @description Effective: `terminated` once an ancestor group is cancelled.
              * @enum {string}
              */
-            status: "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
+            status: "pending" | "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
             termination_reason: string | null;
             /** @description The group whose cancellation terminated this job, when that is why. */
             cancelled_job_group_id: number | null;
+            /** @description Parent job ids (dependencies). */
+            depends_on: string[];
+            /** @description Parents not finished yet; the job is `pending` while above 0. */
+            n_pending_parents: number;
             submission_count: number;
             /** @description Submissions not listed, counted by termination reason. */
             folded_submissions: {
@@ -1257,6 +1284,7 @@ export interface components {
             job_group_id: 0;
             /** @description Every job of the run by status, whatever `jobs_limit` shows; statuses with no job are left out. */
             job_counts: {
+                pending?: number;
                 submitted?: number;
                 provisioning?: number;
                 running?: number;
@@ -1292,7 +1320,7 @@ export interface components {
             id: string;
             submission_num: number;
             /** @enum {string} */
-            status: "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
+            status: "pending" | "submitted" | "provisioning" | "running" | "terminating" | "done" | "failed" | "terminated" | "aborted";
             termination_reason: string | null;
             exit_status: number | null;
             /** Format: date-time */
@@ -1395,7 +1423,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1490,7 +1518,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1562,7 +1590,7 @@ export interface operations {
                     "application/json": components["schemas"]["UserWithToken"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1671,7 +1699,7 @@ export interface operations {
                     "application/json": components["schemas"]["UserView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1767,7 +1795,7 @@ export interface operations {
                     "application/json": components["schemas"]["TokenPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1858,7 +1886,7 @@ export interface operations {
                     "application/json": components["schemas"]["IssuedToken"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1960,7 +1988,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2066,7 +2094,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2164,7 +2192,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2276,7 +2304,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2383,7 +2411,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2499,7 +2527,7 @@ export interface operations {
                     "application/json": components["schemas"]["ProjectView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2627,7 +2655,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2740,7 +2768,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2850,7 +2878,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2987,7 +3015,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3091,7 +3119,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3209,7 +3237,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3331,7 +3359,120 @@ export interface operations {
                     "application/json": components["schemas"]["SubmissionPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description Not found, or not visible to the caller. Codes: `NOT_FOUND`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    RunsController_dependents: {
+        parameters: {
+            query?: {
+                /** @description Items per page: default 20, at most 100. */
+                limit?: number;
+                /** @description The previous page's next_cursor (opaque; at most 1,024 characters). */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Project name. */
+                project: string;
+                /** @description Run id (anything else is a 404). */
+                runId: string;
+                /** @description Job id (anything else is a 404). */
+                jobId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Children of the job (jobs whose depends_on names it), by job id. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPage"];
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3436,7 +3577,7 @@ export interface operations {
                     "application/json": components["schemas"]["CostReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3536,7 +3677,7 @@ export interface operations {
                     "application/json": components["schemas"]["ResourceList"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3631,7 +3772,7 @@ export interface operations {
                     "application/json": components["schemas"]["ResourceView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3750,7 +3891,7 @@ export interface operations {
                     "application/json": components["schemas"]["BillingReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3854,7 +3995,7 @@ export interface operations {
                     "application/json": components["schemas"]["ClaimView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3961,7 +4102,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunningView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4086,7 +4227,7 @@ export interface operations {
                     "application/json": components["schemas"]["HeartbeatView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4211,7 +4352,7 @@ export interface operations {
                     "application/json": components["schemas"]["CompleteView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4336,7 +4477,7 @@ export interface operations {
                     "application/json": components["schemas"]["HeartbeatBatchView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4457,7 +4598,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobGroupView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4600,7 +4741,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4714,7 +4855,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobList"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4848,7 +4989,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobGroupWithCost"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4961,7 +5102,7 @@ export interface operations {
                     "application/json": components["schemas"]["JobGroupWithCostPage"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5072,7 +5213,7 @@ export interface operations {
                     "application/json": components["schemas"]["CancellationView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5188,7 +5329,7 @@ export interface operations {
                     "application/json": components["schemas"]["CostReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5311,7 +5452,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5418,7 +5559,7 @@ export interface operations {
                     "application/json": components["schemas"]["LogChunkAckView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5684,7 +5825,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5784,7 +5925,7 @@ export interface operations {
                     "application/json": components["schemas"]["CleanupReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5875,7 +6016,7 @@ export interface operations {
                     "application/json": components["schemas"]["InvariantsReport"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5969,7 +6110,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;

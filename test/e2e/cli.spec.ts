@@ -462,4 +462,40 @@ linux('the runplane CLI against a live server', () => {
     },
     SLOW,
   );
+
+  it(
+    'applies a run file with depends_on: parents first, a failed parent ends its dependents, always_run runs',
+    async () => {
+      const path = file(
+        'dag.yml',
+        [
+          'name: dag-1',
+          'resources: {cpu: 0.1, memory: 64MB}',
+          'jobs:',
+          '  - {name: first, commands: ["echo first"]}',
+          '  - {name: second, depends_on: [first], commands: ["echo second"], replicas: 2}',
+          '  - {name: broken, depends_on: [second], commands: ["exit 3"]}',
+          '  - {name: never, depends_on: [broken], commands: ["echo never"]}',
+          '  - {name: report, depends_on: [never, second], always_run: true, commands: ["echo report"]}',
+          '',
+        ].join('\n'),
+      );
+      const r = await cli(['apply', '-f', path]);
+      expect(r.code).toBe(1);
+      expect(squash(r.stdout)).toContain('second - 2 0.1 64MB - first $C');
+      const run = JSON.parse((await cli(['ps', 'dag-1', '--json'])).stdout) as {
+        jobs: { job_name: string; status: string; termination_reason: string | null; depends_on: string[] }[];
+      };
+      const status = Object.fromEntries(run.jobs.map((j) => [j.job_name, `${j.status}/${j.termination_reason}`]));
+      expect(status).toEqual({
+        first: 'done/done_by_runner',
+        second: 'done/done_by_runner',
+        broken: 'failed/container_exited_with_error',
+        never: 'terminated/dependency_failed',
+        report: 'done/done_by_runner',
+      });
+      expect(run.jobs.find((j) => j.job_name === 'report')?.depends_on).toHaveLength(3);
+    },
+    SLOW,
+  );
 });

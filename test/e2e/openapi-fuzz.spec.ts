@@ -291,6 +291,8 @@ function validRequests(f: Fixtures): Record<string, Valid> {
       as(f.owner, { params: { project: f.project, runId: f.stoppableRunId }, body: { abort: false } }),
     'GET /api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/submissions': () =>
       as(f.owner, { params: { ...run, jobId: f.jobId }, query: { limit: '10' } }),
+    'GET /api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/dependents': () =>
+      as(f.owner, { params: { ...run, jobId: f.jobId }, query: { limit: '10' } }),
     'POST /api/v1/projects/{project}/runs/{runId}/job-groups': () =>
       as(f.owner, { params: run, body: { parent_id: f.groupId, attributes: { x: 1 }, cancel_after_n_failures: 3 } }),
     'POST /api/v1/projects/{project}/runs/{runId}/job-groups/{g}/jobs': () =>

@@ -83,6 +83,7 @@ describe('JobGroupsRepository: lockChain and lockChainAndCount', () => {
     nFailed: 0,
     nCancelled: 0,
     nAborted: 0,
+    nAlwaysRunOpen: 0,
     nProvisioning: 0,
     nRunning: 0,
     nRetrying: 0,

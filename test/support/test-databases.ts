@@ -64,6 +64,10 @@ function isAlive(pid: number): boolean {
  */
 export const OWN_DATABASES = [
   'billing',
+  'dag',
+  'dagscale',
+  'dagcancel',
+  'dagbad',
   'lifecycle',
   'workers',
   'workload',

@@ -82,6 +82,8 @@ describe('CLI output', () => {
       status: s.status ?? 'done',
       termination_reason: s.termination_reason ?? null,
       cancelled_job_group_id: null,
+      depends_on: [],
+      n_pending_parents: 0,
       submission_count: s.submission_num === undefined ? 1 : s.submission_num + 1,
       folded_submissions: {},
       latest_job_submission: submission(s),

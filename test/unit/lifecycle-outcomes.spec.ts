@@ -36,6 +36,8 @@ describe('lifecycle outcomes', () => {
   });
 
   const ACTIVE: Record<SubmissionStatus, [first: object, retry: object]> = {
+    // Waiting for parents: on no worker and no retry (only submission 0 is ever pending).
+    pending: [{}, {}],
     submitted: [{}, { nRetrying: 1 }],
     provisioning: [{ nProvisioning: 1 }, { nProvisioning: 1 }],
     running: [{ nRunning: 1 }, { nRunning: 1 }],

@@ -33,6 +33,10 @@ const FROM_STARTED = `
   terminated: ${CANCEL} max_duration_exceeded
   aborted: aborted_by_user`;
 const MOVES: Record<string, string> = {
+  pending: `
+    submitted
+    terminated: ${CANCEL} dependency_failed
+    aborted: aborted_by_user`,
   submitted: `
     provisioning
     terminated: ${CANCEL} dependency_failed
@@ -82,7 +86,7 @@ describe('lifecycle vocabulary: the state machine as data', () => {
         checked.push(`${status}/${reason}`);
       }
     }
-    expect(checked).toHaveLength(9 * 15);
+    expect(checked).toHaveLength(10 * 15); // 9 statuses and a bogus one, 14 reasons and a bogus one
     // Every reason belongs to exactly one final status.
     for (const reason of TERMINATION_REASONS)
       expect([reason, FINISHED_STATUSES.filter((s) => isAllowedPair(s, reason)).length]).toEqual([reason, 1]);
@@ -150,6 +154,8 @@ describe('lifecycle vocabulary: the state machine as data', () => {
     for (const reason of [...SYSTEM_CANCEL_REASONS, 'job_group_cancelled']) {
       const outcome = cancelledJobOutcome({ reason } as Parameters<typeof cancelledJobOutcome>[0]);
       expect(isAllowedTransition('submitted', outcome.status, outcome.terminationReason)).toBe(true);
+      // A job still waiting for its parents is ended the same way.
+      expect(isAllowedTransition('pending', outcome.status, outcome.terminationReason)).toBe(true);
       // A worker that sees the cancellation (before or after starting) may report the same outcome.
       expect(isAllowedTransition('provisioning', outcome.status, outcome.terminationReason)).toBe(true);
       expect(isAllowedTransition('running', outcome.status, outcome.terminationReason)).toBe(true);

@@ -9,9 +9,10 @@ import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView }
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
 import { JobGroupsService } from './job-groups.service';
-import { cancellationEvents, groupStatusEvents } from '../events/event-types';
+import { cancellationEvents, groupStatusEvents, jobStatusEvent } from '../events/event-types';
 import { EventsService } from '../events/events.service';
 import { JobView } from '../jobs/dto/job-spec';
+import { DependenciesService } from '../jobs/dependencies.service';
 import { JobsService } from '../jobs/jobs.service';
 import { AddJobsDto } from './dto/job-group-requests.dto';
 import { JobGroupWithCost } from './dto/job-group-with-cost.dto';
@@ -35,6 +36,7 @@ export class JobGroupRequestsService {
     private readonly idempotency: IdempotencyService,
     private readonly billing: BillingService,
     private readonly events: EventsService,
+    private readonly dependencies: DependenciesService,
   ) {}
 
   async create(
@@ -109,15 +111,37 @@ export class JobGroupRequestsService {
         {
           create: async () => {
             await this.runs.assertQueueRoom(m, access, total);
+            // Parents are job rows: locked before the group counters (the lock order).
+            const existing = await this.dependencies.lockExistingParents(m, body.jobs);
             const chain = await this.groups.lockForNewJobs(m, run.id, jobGroupId);
             const first = await this.jobs.nextJobNum(m, run.id);
             const newJobs = this.jobs.expand(
               body.jobs.map((job) => ({ jobGroupId, job })),
               first,
             );
+            const edges = this.dependencies.plan(run.id, body.jobs, newJobs, existing);
             await this.jobs.insert(m, run.id, newJobs, run.priority);
-            const changes = await this.groups.addJobs(m, chain, newJobs.length);
-            await this.events.record(m, groupStatusEvents(run.projectId, run.id, changes));
+            await this.dependencies.insertEdges(m, run.id, edges);
+            const alwaysRun = newJobs.filter((j) => j.alwaysRun && j.status !== 'terminated').length;
+            const changes = await this.groups.addJobs(m, chain, newJobs.length, alwaysRun);
+            // Jobs a parent's failure ended before they were added: counted as cancelled outcomes, with their events.
+            const ended = newJobs.filter((j) => j.status === 'terminated');
+            const cascade =
+              ended.length === 0
+                ? { statusChanges: [] }
+                : await this.groups.countCascaded(m, run.id, new Map([[jobGroupId, ended.length]]), []);
+            await this.events.record(m, [
+              ...ended.map((j) =>
+                jobStatusEvent(
+                  run.projectId,
+                  { runId: run.id, jobGroupId, jobId: j.id, submissionNum: 0 },
+                  'terminated',
+                  'dependency_failed',
+                ),
+              ),
+              ...groupStatusEvents(run.projectId, run.id, changes),
+              ...groupStatusEvents(run.projectId, run.id, cascade.statusChanges),
+            ]);
             await this.runStatus.refreshStatus(m, run.id);
             return { first, jobs: await this.jobs.addedViews(m, run.id, first, first + body.jobs.length) };
           },

@@ -24,6 +24,8 @@ export interface Counts {
   nCancelled: number;
   /** Of nCancelled, the jobs that show as `aborted`. */
   nAborted: number;
+  /** always_run jobs not counted yet (a cancellation other than an abort leaves them to run and count). */
+  nAlwaysRunOpen?: number;
 }
 
 /** The run's active counts, kept on its root group's counters row (zero on every other group). */
@@ -54,7 +56,7 @@ const LOCK_CHAIN = `WITH locked AS (
   SELECT sa.ancestor_id AS "jobGroupId", sa.level, g.cancel_after_n_failures AS "cancelAfterNFailures", c.cancelled,
          c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed",
          c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted", c.n_provisioning AS "nProvisioning",
-         c.n_running AS "nRunning", c.n_retrying AS "nRetrying"
+         c.n_running AS "nRunning", c.n_retrying AS "nRetrying", c.n_always_run_open AS "nAlwaysRunOpen"
     FROM job_group_self_and_ancestors sa
     JOIN job_group_counters c ON c.run_id = sa.run_id AND c.job_group_id = sa.ancestor_id
     JOIN job_groups g ON g.run_id = sa.run_id AND g.job_group_id = sa.ancestor_id
@@ -64,7 +66,8 @@ const LOCK_CHAIN = `WITH locked AS (
 )`;
 
 const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded",
-                c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted"`;
+                c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted",
+                c.n_always_run_open AS "nAlwaysRunOpen"`;
 const ACTIVE = `c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"`;
 const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy",
                       x.reason`;
@@ -154,6 +157,7 @@ export class JobGroupsRepository {
                 n_failed = c.n_failed + CASE WHEN v.counted THEN $6 ELSE 0 END,
                 n_cancelled = c.n_cancelled + CASE WHEN v.counted THEN $7 ELSE 0 END,
                 n_aborted = c.n_aborted + CASE WHEN v.counted THEN $11 ELSE 0 END,
+                n_always_run_open = c.n_always_run_open + CASE WHEN v.counted THEN $12 ELSE 0 END,
                 n_provisioning = c.n_provisioning + CASE WHEN c.job_group_id = 0 THEN $8 ELSE 0 END,
                 n_running = c.n_running + CASE WHEN c.job_group_id = 0 THEN $9 ELSE 0 END,
                 n_retrying = c.n_retrying + CASE WHEN c.job_group_id = 0 THEN $10 ELSE 0 END
@@ -166,6 +170,7 @@ export class JobGroupsRepository {
               coalesce(u."nSucceeded", l."nSucceeded") AS "nSucceeded", coalesce(u."nFailed", l."nFailed") AS "nFailed",
               coalesce(u."nCancelled", l."nCancelled") AS "nCancelled",
               coalesce(u."nAborted", l."nAborted") AS "nAborted",
+              coalesce(u."nAlwaysRunOpen", l."nAlwaysRunOpen") AS "nAlwaysRunOpen",
               coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
               coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying"
          FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
@@ -182,6 +187,7 @@ export class JobGroupsRepository {
         active.nRunning ?? 0,
         active.nRetrying ?? 0,
         d.nAborted ?? 0,
+        d.nAlwaysRunOpen ?? 0,
       ],
       rider,
     );
@@ -239,6 +245,7 @@ export class JobGroupsRepository {
   async effectiveCancellations(
     runIds: string[],
     m: EntityManager = this.dataSource.manager,
+    reason: string | null = null,
   ): Promise<(Cancellation & { runId: string; groupId: number })[]> {
     if (runIds.length === 0) return [];
     return m.query(
@@ -246,9 +253,9 @@ export class JobGroupsRepository {
          ${CANCELLATION}
          FROM job_groups_cancelled x
          JOIN job_group_self_and_ancestors sa ON sa.run_id = x.run_id AND sa.ancestor_id = x.job_group_id
-        WHERE x.run_id = ANY($1::uuid[])
+        WHERE x.run_id = ANY($1::uuid[]) AND ($2::text IS NULL OR x.reason = $2)
         ORDER BY sa.run_id, sa.job_group_id, x.cancelled_at, sa.level DESC`,
-      [runIds],
+      [runIds, reason],
     );
   }
 
@@ -263,7 +270,8 @@ export class JobGroupsRepository {
       m,
       `UPDATE job_group_counters c
           SET n_jobs = n_jobs + $3, n_completed = n_completed + $4, n_succeeded = n_succeeded + $5,
-              n_failed = n_failed + $6, n_cancelled = n_cancelled + $7, n_aborted = n_aborted + $8
+              n_failed = n_failed + $6, n_cancelled = n_cancelled + $7, n_aborted = n_aborted + $8,
+              n_always_run_open = n_always_run_open + $9
         WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
         RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
       [
@@ -275,18 +283,71 @@ export class JobGroupsRepository {
         d.nFailed ?? 0,
         d.nCancelled ?? 0,
         d.nAborted ?? 0,
+        d.nAlwaysRunOpen ?? 0,
       ],
     );
   }
 
-  /** Adds `n` jobs to many groups at once (run submission): one statement. */
-  async addJobCounts(m: EntityManager, runId: string, perGroup: Map<number, number>): Promise<void> {
-    if (perGroup.size === 0) return;
-    await m.query(
-      `UPDATE job_group_counters c SET n_jobs = c.n_jobs + v.n
+  /**
+   * Locks the counters of several groups and all their ancestors in one statement, in the one total order every
+   * chain lock agrees with (depth descending, then group id; the root last): a cascade across many groups never
+   * deadlocks with a chain. Returns each locked row (with its own cancelled flag) and the closure of `groupIds`.
+   */
+  async lockGroups(
+    m: EntityManager,
+    runId: string,
+    groupIds: number[],
+  ): Promise<{
+    rows: (Counts & { jobGroupId: number; cancelled: boolean })[];
+    closure: { jobGroupId: number; ancestorId: number }[];
+  }> {
+    const closure: { jobGroupId: number; ancestorId: number }[] = await m.query(
+      `SELECT job_group_id AS "jobGroupId", ancestor_id AS "ancestorId" FROM job_group_self_and_ancestors
+        WHERE run_id = $1 AND job_group_id = ANY($2::int[])`,
+      [runId, groupIds],
+    );
+    const rows = await m.query(
+      `SELECT c.job_group_id AS "jobGroupId", c.cancelled, ${COUNTS}
+         FROM job_group_counters c JOIN job_groups g ON g.run_id = c.run_id AND g.job_group_id = c.job_group_id
+        WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
+        ORDER BY g.depth DESC, c.job_group_id
+          FOR UPDATE OF c`,
+      [runId, [...new Set(closure.map((c) => c.ancestorId))]],
+    );
+    return { rows, closure };
+  }
+
+  /** Adds per-group deltas of completed-and-cancelled jobs (already locked rows): one statement. */
+  async addCancelledCounts(
+    m: EntityManager,
+    runId: string,
+    perGroup: Map<number, number>,
+  ): Promise<(Counts & { jobGroupId: number })[]> {
+    if (perGroup.size === 0) return [];
+    return returning(
+      m,
+      `UPDATE job_group_counters c SET n_completed = c.n_completed + v.n, n_cancelled = c.n_cancelled + v.n
          FROM unnest($2::int[], $3::int[]) AS v(g, n)
-        WHERE c.run_id = $1 AND c.job_group_id = v.g`,
+        WHERE c.run_id = $1 AND c.job_group_id = v.g
+        RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
       [runId, [...perGroup.keys()], [...perGroup.values()]],
+    );
+  }
+
+  /** Adds `n` jobs (`a` of them always_run) to many groups at once (run submission): one statement. */
+  async addJobCounts(
+    m: EntityManager,
+    runId: string,
+    perGroup: Map<number, number>,
+    alwaysRun: Map<number, number> = new Map(),
+  ): Promise<void> {
+    if (perGroup.size === 0) return;
+    const groups = [...perGroup.keys()];
+    await m.query(
+      `UPDATE job_group_counters c SET n_jobs = c.n_jobs + v.n, n_always_run_open = c.n_always_run_open + v.a
+         FROM unnest($2::int[], $3::int[], $4::int[]) AS v(g, n, a)
+        WHERE c.run_id = $1 AND c.job_group_id = v.g`,
+      [runId, groups, [...perGroup.values()], groups.map((g) => alwaysRun.get(g) ?? 0)],
     );
   }
 

@@ -3,11 +3,26 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
-import { type Cancellation, cancelledJobOutcome, type JobOutcome, outcomeDelta } from '../lifecycle/outcomes';
+import {
+  abortOf,
+  type Cancellation,
+  cancelledJobOutcome,
+  type JobOutcome,
+  outcomeDelta,
+  stopsAlwaysRun,
+} from '../lifecycle/outcomes';
 import { GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
 import type { DirectOutcomes } from '../jobs/jobs.service';
 import { JobGroup } from './entities/job-group.entity';
-import { ActiveCounts, ActiveDelta, ChainLevel, Counts, JobGroupsRepository, NewGroup } from './job-groups.repository';
+import {
+  ActiveCounts,
+  ActiveDelta,
+  ChainLevel,
+  Counts,
+  CountsDelta,
+  JobGroupsRepository,
+  NewGroup,
+} from './job-groups.repository';
 import { required } from '../../common/required';
 
 export type { ActiveCounts, ActiveDelta, Counts };
@@ -126,12 +141,16 @@ export class JobGroupsService {
     runId: string,
     ancestors: Map<number, number[]>,
     jobsPerGroup: Map<number, number>,
+    alwaysRunPerGroup: Map<number, number> = new Map(),
   ): Promise<void> {
     const recursive = new Map<number, number>();
+    const alwaysRun = new Map<number, number>();
     for (const [g, n] of jobsPerGroup)
-      for (const a of required(ancestors.get(g), `the ancestors of group ${g}`))
+      for (const a of required(ancestors.get(g), `the ancestors of group ${g}`)) {
         recursive.set(a, (recursive.get(a) ?? 0) + n);
-    await this.groups.addJobCounts(m, runId, recursive);
+        alwaysRun.set(a, (alwaysRun.get(a) ?? 0) + (alwaysRunPerGroup.get(g) ?? 0));
+      }
+    await this.groups.addJobCounts(m, runId, recursive, alwaysRun);
     await this.groups.setState(m, runId, [...recursive.keys()], 'running');
   }
 
@@ -189,9 +208,9 @@ export class JobGroupsService {
   }
 
   /** Counts `n` new jobs into a locked chain; returns the groups whose status changed (a complete one runs again). */
-  async addJobs(m: EntityManager, chain: Chain, n: number): Promise<GroupStatusChange[]> {
+  async addJobs(m: EntityManager, chain: Chain, n: number, alwaysRun = 0): Promise<GroupStatusChange[]> {
     const ids = chain.levels.map((l) => l.jobGroupId);
-    await this.groups.addCounts(m, chain.runId, ids, { nJobs: n });
+    await this.groups.addCounts(m, chain.runId, ids, { nJobs: n, nAlwaysRunOpen: alwaysRun });
     await this.groups.setState(m, chain.runId, ids, 'running');
     return statusChanges(chain.levels.map((l) => ({ jobGroupId: l.jobGroupId, before: l, after: addTo(l, n) })));
   }
@@ -206,6 +225,7 @@ export class JobGroupsService {
     jobGroupId: number,
     outcome: JobOutcome,
     active: ActiveDelta,
+    alwaysRun = false,
     rider?: StatementRider,
   ): Promise<{
     counted: boolean;
@@ -213,10 +233,14 @@ export class JobGroupsService {
     cancellations: Cancellation[];
     statusChanges: GroupStatusChange[];
   }> {
-    const delta = outcomeDelta(outcome);
+    const delta = { ...outcomeDelta(outcome), nAlwaysRunOpen: alwaysRun ? -1 : 0 };
     const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, delta, active, rider);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     const chain = await this.withCancellations(m, runId, jobGroupId, levels);
+    if (!counted && alwaysRun) {
+      const spared = await this.countSpared(m, chain, delta, active);
+      if (spared) return spared;
+    }
     const root = levels[levels.length - 1];
     const before = { counts: subtract(root, counted ? delta : {}, active), stopReason: chain.stopReason };
     if (!counted) return { counted, root: { before, after: this.rootOf(chain) }, cancellations: [], statusChanges: [] };
@@ -233,6 +257,95 @@ export class JobGroupsService {
       })),
     );
     return { counted, root: { before, after: done.root }, cancellations: done.cancellations, statusChanges: changes };
+  }
+
+  /**
+   * Counts jobs that a parent's failure ended (`perGroup`: direct jobs per group) as cancelled outcomes: locks the
+   * counters of those groups, their ancestors and `alsoLock` (the finishing parent's chain, counted right after) in
+   * one total order, leaves out jobs under a cancelled group (its cancellation counted them already), marks the
+   * groups that completed. Returns those left-out groups and the groups whose status changed.
+   */
+  async countCascaded(
+    m: EntityManager,
+    runId: string,
+    perGroup: Map<number, number>,
+    alsoLock: number[],
+  ): Promise<{ uncountedGroups: number[]; statusChanges: GroupStatusChange[] }> {
+    const { rows, closure } = await this.groups.lockGroups(m, runId, [...new Set([...perGroup.keys(), ...alsoLock])]);
+    const cancelled = new Set(rows.filter((r) => r.cancelled).map((r) => r.jobGroupId));
+    const uncounted = new Set<number>();
+    for (const c of closure) if (perGroup.has(c.jobGroupId) && cancelled.has(c.ancestorId)) uncounted.add(c.jobGroupId);
+    const increments = new Map<number, number>();
+    for (const c of closure) {
+      const n = perGroup.get(c.jobGroupId);
+      if (n === undefined || uncounted.has(c.jobGroupId)) continue;
+      increments.set(c.ancestorId, (increments.get(c.ancestorId) ?? 0) + n);
+    }
+    const updated = await this.groups.addCancelledCounts(m, runId, increments);
+    await this.groups.setState(
+      m,
+      runId,
+      updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId),
+      'complete',
+    );
+    const before = new Map(rows.map((r) => [r.jobGroupId, r]));
+    const changes = statusChanges(
+      updated.map((u) => ({
+        jobGroupId: u.jobGroupId,
+        before: required(before.get(u.jobGroupId), `the locked counters of group ${u.jobGroupId}`),
+        after: u,
+      })),
+    );
+    return { uncountedGroups: [...uncounted], statusChanges: changes };
+  }
+
+  /**
+   * An always_run job's outcome under a cancellation (chain locked, nothing counted yet): the cancellation left it
+   * out of what it counted unless it was an abort, so it is counted now into every level. Null under an abort (the
+   * abort counted it). No fail-fast: the chain is cancelled already.
+   */
+  private async countSpared(
+    m: EntityManager,
+    chain: Chain,
+    delta: CountsDelta,
+    active: ActiveDelta,
+  ): Promise<{
+    counted: boolean;
+    root: RootChange;
+    cancellations: Cancellation[];
+    statusChanges: GroupStatusChange[];
+  } | null> {
+    const all = await this.groups.chainCancellations(chain.runId, chain.levels[0].jobGroupId, m);
+    if (all.some((c) => cancelledJobOutcome(c).status === 'aborted')) return null;
+    const ids = chain.levels.map((l) => l.jobGroupId);
+    const updated = await this.groups.addCounts(m, chain.runId, ids, delta);
+    const after = new Map(updated.map((u) => [u.jobGroupId, u]));
+    // A level is under the cancellation when it or a level above it (later in the chain) is cancelled.
+    const under = chain.levels.map((_, i) => chain.levels.slice(i).some((l) => l.cancelled));
+    const changes: GroupStatusChange[] = [];
+    chain.levels.forEach((l, i) => {
+      const now = required(after.get(l.jobGroupId), `the counters of group ${l.jobGroupId}`);
+      const was = groupStatus(effectiveCounts(l, under[i]), under[i]);
+      const is = groupStatus(effectiveCounts(now, under[i]), under[i]);
+      if (was !== is) changes.push({ jobGroupId: l.jobGroupId, status: is });
+    });
+    await this.groups.setState(
+      m,
+      chain.runId,
+      updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId),
+      'complete',
+    );
+    const root = chain.levels[chain.levels.length - 1];
+    const rootAfter = { ...root, ...required(after.get(root.jobGroupId), 'the root counters') };
+    return {
+      counted: true,
+      root: {
+        before: { counts: subtract(rootAfter, delta, active), stopReason: chain.stopReason },
+        after: { counts: rootAfter, stopReason: chain.stopReason },
+      },
+      cancellations: [],
+      statusChanges: changes,
+    };
   }
 
   /** Moves the run's active counts on its root's counters row (locking it, if the caller hasn't yet). */
@@ -345,14 +458,16 @@ export class JobGroupsService {
     const target = levels[0];
     const cancellation = await this.groups.insertCancellation(m, runId, target.jobGroupId, by, reason);
     await this.groups.markCancelled(m, runId, target.jobGroupId);
-    const k = target.nJobs - target.nCompleted;
+    // always_run jobs go on running (and are counted when they finish) unless this is an abort, which stops them.
+    const abort = cancelledJobOutcome(cancellation).status === 'aborted';
+    const open = target.nAlwaysRunOpen ?? 0;
+    const k = target.nJobs - target.nCompleted - (abort ? 0 : open);
     if (k === 0) return { cancellation, updated: [] };
-    const aborted = cancelledJobOutcome(cancellation).status === 'aborted' ? k : 0;
     const updated = await this.groups.addCounts(
       m,
       runId,
       levels.map((l) => l.jobGroupId),
-      { nCompleted: k, nCancelled: k, nAborted: aborted },
+      { nCompleted: k, nCancelled: k, nAborted: abort ? k : 0, nAlwaysRunOpen: abort ? -open : 0 },
     );
     await this.groups.setState(
       m,
@@ -369,6 +484,11 @@ export class JobGroupsService {
     if (!counts) throw notFound('job group 0');
     const [root] = await this.groups.chainCancellations(runId, 0, m);
     return { counts, stopReason: root?.reason ?? null };
+  }
+
+  /** Every cancellation over a group (its own and its ancestors'), earliest first. */
+  chainCancellations(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation[]> {
+    return this.groups.chainCancellations(runId, jobGroupId, m);
   }
 
   /** The cancellation in force for a group (its own or an ancestor's), or null. */
@@ -396,10 +516,13 @@ export class JobGroupsService {
     const key = (run: string, g: number) => `${run}/${g}`;
     const expected = new Map<string, GroupCounts>();
     const expectedAborted = new Map<string, number>();
+    const expectedOpen = new Map<string, number>();
     const abortedBy = (runId: string, g: number) => {
       const c = cancellations.get(runId)?.get(g);
       return c !== undefined && cancelledJobOutcome(c).status === 'aborted';
     };
+    /** An abort lies over the group (maybe above its earliest cancellation): always_run jobs there are stopped. */
+    const abortOver = (runId: string, g: number) => abortOf(cancellations.get(runId)?.get(g)) !== null;
     const tally = new Map(direct.map((d) => [key(d.runId, d.jobGroupId), d]));
     for (const { runId, jobGroupId, ancestorId } of await this.groups.allClosure()) {
       const d = tally.get(key(runId, jobGroupId));
@@ -412,15 +535,27 @@ export class JobGroupsService {
         n_failed: 0,
         n_cancelled: 0,
       };
-      const cancelled = d.nCancelled + (cancelledBelow ? d.nUncounted : 0);
+      // Uncounted always_run jobs below a cancellation still run (count later) unless it was an abort.
+      const stopped = d.nUncounted - (abortOver(runId, jobGroupId) ? 0 : d.nUncountedAlwaysRun);
+      const cancelled = d.nCancelled + (cancelledBelow ? stopped : 0);
       e.n_jobs += d.nJobs;
       e.n_succeeded += d.nSucceeded;
       e.n_failed += d.nFailed;
       e.n_cancelled += cancelled;
       e.n_completed += d.nSucceeded + d.nFailed + cancelled;
       expected.set(key(runId, ancestorId), e);
-      const aborted = d.nAborted + (abortedBy(runId, jobGroupId) ? d.nUncounted : 0);
+      // An abort above an earlier cancellation counted the always_run jobs that one had left running.
+      const aborted =
+        d.nAborted +
+        (abortedBy(runId, jobGroupId)
+          ? d.nUncounted
+          : abortOver(runId, jobGroupId) && cancelledBelow
+            ? d.nUncountedAlwaysRun
+            : 0);
       expectedAborted.set(key(runId, ancestorId), (expectedAborted.get(key(runId, ancestorId)) ?? 0) + aborted);
+      // Uncounted always_run jobs stay open on every level but those an abort counted them on.
+      const open = abortOver(runId, ancestorId) ? 0 : d.nUncountedAlwaysRun;
+      expectedOpen.set(key(runId, ancestorId), (expectedOpen.get(key(runId, ancestorId)) ?? 0) + open);
     }
     const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
       (r) =>
@@ -428,7 +563,11 @@ export class JobGroupsService {
         `${r.flag ? 'has no row' : 'has one'}`,
     );
     for (const c of await this.groups.allCounters()) {
-      const shown = effectiveCounts(c, cancellations.get(c.runId)?.has(c.jobGroupId) ?? false);
+      const shown = effectiveCounts(
+        c,
+        cancellations.get(c.runId)?.has(c.jobGroupId) ?? false,
+        !abortOver(c.runId, c.jobGroupId),
+      );
       const want = expected.get(key(c.runId, c.jobGroupId)) ?? {
         n_jobs: 0,
         n_completed: 0,
@@ -441,11 +580,24 @@ export class JobGroupsService {
           `run ${c.runId} group ${c.jobGroupId}: ` +
             `counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`,
         );
-      const shownAborted = c.nAborted + (abortedBy(c.runId, c.jobGroupId) ? c.nJobs - c.nCompleted : 0);
+      const shownAborted =
+        c.nAborted +
+        (abortedBy(c.runId, c.jobGroupId)
+          ? c.nJobs - c.nCompleted
+          : abortOver(c.runId, c.jobGroupId)
+            ? (c.nAlwaysRunOpen ?? 0)
+            : 0);
       const wantAborted = expectedAborted.get(key(c.runId, c.jobGroupId)) ?? 0;
       if (shownAborted !== wantAborted)
         out.push(
           `run ${c.runId} group ${c.jobGroupId}: counters say ${shownAborted} aborted but jobs say ${wantAborted}`,
+        );
+      const shownOpen = abortOver(c.runId, c.jobGroupId) ? 0 : (c.nAlwaysRunOpen ?? 0);
+      const wantOpen = expectedOpen.get(key(c.runId, c.jobGroupId)) ?? 0;
+      if (shownOpen !== wantOpen)
+        out.push(
+          `run ${c.runId} group ${c.jobGroupId}: counters say ${shownOpen} always_run jobs open but jobs say ` +
+            `${wantOpen}`,
         );
     }
     return out;
@@ -470,16 +622,20 @@ export class JobGroupsService {
   /** Per run, the groups under a cancellation and the (earliest) cancellation that applies to each. */
   async effectiveCancellations(runIds: string[], m?: EntityManager): Promise<Map<string, Map<number, Cancellation>>> {
     const rows = await this.groups.effectiveCancellations(runIds, m);
+    // The earliest abort over each group, where it is not the earliest cancellation itself (rare: read only then).
+    const aborts = new Map<string, Cancellation>();
+    if (rows.some((r) => !stopsAlwaysRun(r)))
+      for (const a of await this.groups.effectiveCancellations(
+        [...new Set(rows.map((r) => r.runId))],
+        m,
+        'aborted_by_user',
+      ))
+        aborts.set(`${a.runId}/${a.groupId}`, toCancellation(a));
     const out = new Map<string, Map<number, Cancellation>>();
     for (const r of rows) {
       let perRun = out.get(r.runId);
       if (!perRun) out.set(r.runId, (perRun = new Map()));
-      perRun.set(r.groupId, {
-        jobGroupId: r.jobGroupId,
-        cancelledAt: r.cancelledAt,
-        cancelledBy: r.cancelledBy,
-        reason: r.reason,
-      });
+      perRun.set(r.groupId, { ...toCancellation(r), abort: aborts.get(`${r.runId}/${r.groupId}`) ?? null });
     }
     return out;
   }
@@ -491,7 +647,8 @@ export class JobGroupsService {
       await this.groups.countsOf(runId, jobGroupId, m),
       `the counters of job group ${jobGroupId}`,
     );
-    const [cancellation = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
+    const all = await this.groups.chainCancellations(runId, jobGroupId, m);
+    const cancellation = all[0] ? { ...all[0], abort: all.find(stopsAlwaysRun) ?? null } : null;
     return toView(group, counts, cancellation);
   }
 
@@ -590,8 +747,9 @@ function fieldError(field: string, message: string): DomainError {
  * Counts as the API shows them. Under a cancellation, jobs not yet counted are cancelled: the stored counters of
  * groups below the cancelled one were (by design) not touched, so the difference is added here, at read.
  */
-export function effectiveCounts(c: Counts, cancelled: boolean): GroupCounts {
-  const pending = cancelled ? c.nJobs - c.nCompleted : 0;
+export function effectiveCounts(c: Counts, cancelled: boolean, spareAlwaysRun = true): GroupCounts {
+  // always_run jobs not counted yet are not stopped by a cancellation (an abort stops them): they show as running.
+  const pending = cancelled ? c.nJobs - c.nCompleted - (spareAlwaysRun ? (c.nAlwaysRunOpen ?? 0) : 0) : 0;
   return {
     n_jobs: c.nJobs,
     n_completed: c.nCompleted + pending,
@@ -610,16 +768,21 @@ export function groupStatus(c: GroupCounts, cancelled: boolean): GroupStatus {
 }
 
 function toView(g: JobGroup, counts: Counts, cancellation: Cancellation | null): JobGroupView {
-  const eff = effectiveCounts(counts, cancellation !== null);
+  const eff = effectiveCounts(counts, cancellation !== null, abortOf(cancellation) === null);
   return {
     job_group_id: g.jobGroupId,
     parent_id: g.parentId,
     depth: g.depth,
     attributes: g.attributes,
     cancel_after_n_failures: g.cancelAfterNFailures,
-    state: cancellation || eff.n_completed === eff.n_jobs ? 'complete' : g.state,
+    // A cancelled group with a running always_run job is still running.
+    state: eff.n_completed === eff.n_jobs ? 'complete' : g.state,
     status: groupStatus(eff, cancellation !== null),
     cancellation: cancellation ? toCancellationView(cancellation) : null,
     counts: eff,
   };
+}
+
+function toCancellation(r: Cancellation): Cancellation {
+  return { jobGroupId: r.jobGroupId, cancelledAt: r.cancelledAt, cancelledBy: r.cancelledBy, reason: r.reason };
 }

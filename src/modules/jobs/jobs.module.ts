@@ -1,6 +1,9 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { DependenciesRepository } from './dependencies.repository';
+import { DependenciesService } from './dependencies.service';
 import { Job } from './entities/job.entity';
+import { JobParent } from './entities/job-parent.entity';
 import { JobSubmission } from './entities/job-submission.entity';
 import { JobsRepository } from './jobs.repository';
 import { JobsService } from './jobs.service';
@@ -10,8 +13,16 @@ import { SubmissionsService } from './submissions.service';
 
 /** Jobs and their submissions. HTTP routes live with the run routes (RunsModule) and the worker API. */
 @Module({
-  imports: [TypeOrmModule.forFeature([Job, JobSubmission])],
-  providers: [JobsRepository, LatestSubmissionsRepository, SubmissionsRepository, JobsService, SubmissionsService],
-  exports: [JobsService, SubmissionsService],
+  imports: [TypeOrmModule.forFeature([Job, JobSubmission, JobParent])],
+  providers: [
+    DependenciesRepository,
+    DependenciesService,
+    JobsRepository,
+    LatestSubmissionsRepository,
+    SubmissionsRepository,
+    JobsService,
+    SubmissionsService,
+  ],
+  exports: [JobsService, SubmissionsService, DependenciesService],
 })
 export class JobsModule {}

@@ -27,6 +27,8 @@ export interface JobListFilter {
   /** Groups under a cancellation whose not-yet-counted jobs show as `terminated` / `aborted`. */
   terminatedGroups: number[];
   abortedGroups: number[];
+  /** Groups with an abort over them (always_run jobs there show as aborted even below an earlier cancellation). */
+  abortOverGroups: number[];
   after?: [number, number];
   limit: number;
 }
@@ -47,21 +49,29 @@ const NEW_JOB_STATUS: SubmissionStatus = QUEUED_STATUSES[0];
 export class JobsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
-  /** Jobs and their submission 0, in multi-row INSERTs of unnested arrays (no statement per job). */
+  /**
+   * Jobs and their submission 0, in multi-row INSERTs of unnested arrays (no statement per job). Each starts in its
+   * own status (queued by default; `pending` waiting for parents; ended by a parent that failed, then counted).
+   */
   async insertJobs(m: EntityManager, runId: string, jobs: NewJob[], priority: number): Promise<void> {
     for (let start = 0; start < jobs.length; start += INSERT_CHUNK) {
       const chunk = jobs.slice(start, start + INSERT_CHUNK);
-      const jobIds = chunk.map(() => randomUUID());
       const submissionIds = chunk.map(() => randomUUID());
+      const statuses = chunk.map((j) => j.status ?? NEW_JOB_STATUS);
+      const reasons = chunk.map((j) => j.terminationReason ?? null);
+      const finished = statuses.map((st) => (FINISHED_STATUSES as readonly string[]).includes(st));
       await m.query(
         `INSERT INTO jobs (id, run_id, job_group_id, job_num, replica_num, job_name, spec, always_run,
-                           status, latest_submission_id, latest_submission_num, submission_count)
-         SELECT j.id, $1, j.g, j.num, j.replica, j.name, j.spec, j.always_run, $10, j.sub, 0, 1
-           FROM unnest($2::uuid[], $3::int[], $4::int[], $5::int[], $6::text[], $7::jsonb[], $8::bool[], $9::uuid[])
-             AS j(id, g, num, replica, name, spec, always_run, sub)`,
+                           status, termination_reason, n_parents, n_pending_parents, completion_counted,
+                           latest_submission_id, latest_submission_num, submission_count)
+         SELECT j.id, $1, j.g, j.num, j.replica, j.name, j.spec, j.always_run, j.status, j.reason, j.parents,
+                j.pending, j.finished, j.sub, 0, 1
+           FROM unnest($2::uuid[], $3::int[], $4::int[], $5::int[], $6::text[], $7::jsonb[], $8::bool[], $9::uuid[],
+                       $10::text[], $11::text[], $12::int[], $13::bool[], $14::int[])
+             AS j(id, g, num, replica, name, spec, always_run, sub, status, reason, pending, finished, parents)`,
         [
           runId,
-          jobIds,
+          chunk.map((j) => j.id),
           chunk.map((j) => j.jobGroupId),
           chunk.map((j) => j.jobNum),
           chunk.map((j) => j.replicaNum),
@@ -69,26 +79,34 @@ export class JobsRepository {
           chunk.map((j) => JSON.stringify(j.spec)),
           chunk.map((j) => j.alwaysRun),
           submissionIds,
-          NEW_JOB_STATUS,
+          statuses,
+          reasons,
+          chunk.map((j) => j.nPendingParents ?? 0),
+          finished,
+          chunk.map((j) => j.nParents ?? 0),
         ],
       );
       await m.query(
-        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu,
-                                      memory_mib, gpu, needs_container)
-         SELECT s.id, s.job, $1, s.g, 0, $9, $2, s.cpu, s.mem, s.gpu, s.container
-           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[], $10::bool[])
-             AS s(id, job, g, cpu, mem, gpu, container)`,
+        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason,
+                                      finished_at, priority, cpu, memory_mib, gpu, needs_container)
+         SELECT s.id, s.job, $1, s.g, 0, s.status, s.reason, CASE WHEN s.finished THEN now() END, $2, s.cpu, s.mem,
+                s.gpu, s.container
+           FROM unnest($3::uuid[], $4::uuid[], $5::int[], $6::numeric[], $7::int[], $8::int[], $9::text[], $10::bool[],
+                       $11::text[], $12::bool[])
+             AS s(id, job, g, cpu, mem, gpu, status, container, reason, finished)`,
         [
           runId,
           priority,
           submissionIds,
-          jobIds,
+          chunk.map((j) => j.id),
           chunk.map((j) => j.jobGroupId),
           chunk.map((j) => j.spec.resources.cpu),
           chunk.map((j) => j.spec.resources.memory_mib),
           chunk.map((j) => j.spec.resources.gpu ?? 0),
-          NEW_JOB_STATUS,
+          statuses,
           chunk.map((j) => typeof j.spec.image === 'string'),
+          reasons,
+          finished,
         ],
       );
     }
@@ -98,6 +116,17 @@ export class JobsRepository {
   async nextJobNum(m: EntityManager, runId: string): Promise<number> {
     const [row] = await m.query(`SELECT coalesce(max(job_num), -1) + 1 AS next FROM jobs WHERE run_id = $1`, [runId]);
     return Number(row.next);
+  }
+
+  /** Jobs by id, ordered by id. */
+  jobsByIds(ids: string[]): Promise<Job[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.dataSource
+      .getRepository(Job)
+      .createQueryBuilder('j')
+      .where('j.id = ANY(:ids)', { ids })
+      .orderBy('j.id')
+      .getMany();
   }
 
   findJob(runId: string, jobId: string): Promise<Job | null> {
@@ -144,10 +173,14 @@ export class JobsRepository {
     });
   }
 
-  /** Per run: its jobs in the given groups whose (latest) submission is on a worker, by status. */
+  /**
+   * Per run: its jobs in the given groups whose (latest) submission is on a worker, by status; always_run jobs only
+   * in groups with `abort` set (a cancellation leaves them running, an abort counted them).
+   */
   async activeInGroups(
     runIds: string[],
     groupIds: number[],
+    aborts: boolean[],
     m: EntityManager = this.dataSource.manager,
   ): Promise<{ runId: string; status: string; n: number }[]> {
     if (runIds.length === 0) return [];
@@ -155,11 +188,12 @@ export class JobsRepository {
     return m.query(
       `SELECT s.run_id AS "runId", s.status, count(*)::int AS n
          FROM job_submissions s
-         JOIN unnest($1::uuid[], $2::int[]) AS g(run_id, job_group_id)
+         JOIN unnest($1::uuid[], $2::int[], $3::bool[]) AS g(run_id, job_group_id, abort)
            ON s.run_id = g.run_id AND s.job_group_id = g.job_group_id
-        WHERE s.${HELD_PREDICATE}
+         JOIN jobs j ON j.id = s.job_id
+        WHERE s.${HELD_PREDICATE} AND (g.abort OR NOT j.always_run)
         GROUP BY 1, 2`,
-      [runIds, groupIds],
+      [runIds, groupIds, aborts],
     );
   }
 
@@ -227,10 +261,13 @@ export class JobsRepository {
     if (f.statuses.length > 0) {
       qb.andWhere(
         `(CASE WHEN NOT j.completion_counted AND j.job_group_id = ANY(:aborted) THEN :abortedStatus
-               WHEN NOT j.completion_counted AND j.job_group_id = ANY(:terminated) THEN :terminatedStatus
+               WHEN NOT j.completion_counted AND j.always_run AND j.job_group_id = ANY(:abortOver) THEN :abortedStatus
+               WHEN NOT j.completion_counted AND NOT j.always_run AND j.job_group_id = ANY(:terminated)
+                 THEN :terminatedStatus
                ELSE j.status END) = ANY(:statuses)`,
         {
           aborted: f.abortedGroups,
+          abortOver: f.abortOverGroups,
           terminated: f.terminatedGroups,
           statuses: f.statuses,
           abortedStatus: 'aborted' satisfies SubmissionStatus,
@@ -259,7 +296,8 @@ export class JobsRepository {
               count(*) FILTER (WHERE completion_counted AND status = ANY($2::text[]))::int AS "nFailed",
               count(*) FILTER (WHERE completion_counted AND status = ANY($3::text[]))::int AS "nCancelled",
               count(*) FILTER (WHERE completion_counted AND status = ANY($4::text[]))::int AS "nAborted",
-              count(*) FILTER (WHERE NOT completion_counted)::int AS "nUncounted"
+              count(*) FILTER (WHERE NOT completion_counted)::int AS "nUncounted",
+              count(*) FILTER (WHERE NOT completion_counted AND always_run)::int AS "nUncountedAlwaysRun"
          FROM jobs GROUP BY run_id, job_group_id`,
       [statusesOfOutcome('succeeded'), statusesOfOutcome('failed'), CANCELLED_STATUSES, statusesOfOutcome('aborted')],
     );
@@ -316,4 +354,5 @@ export interface DirectOutcomes {
   nCancelled: number;
   nAborted: number;
   nUncounted: number;
+  nUncountedAlwaysRun: number;
 }

@@ -1,10 +1,11 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { UUID_PATTERN } from '../../common/validation/params';
-import { type Cancellation, cancelledJobOutcome, effectiveJobStatus } from '../lifecycle/outcomes';
+import { abortOf, type Cancellation, cancelledJobOutcome, effectiveJobStatus } from '../lifecycle/outcomes';
 import {
   JobRequestDto,
   JobView,
@@ -14,6 +15,7 @@ import {
   SubmissionStatus,
   SubmissionView,
 } from './dto/job-spec';
+import { DependenciesRepository } from './dependencies.repository';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
 import { DirectOutcomes, JobsRepository, SubmissionState } from './jobs.repository';
@@ -31,7 +33,14 @@ export class JobsService implements OnModuleInit {
     private readonly jobs: JobsRepository,
     private readonly latest: LatestSubmissionsRepository,
     private readonly invariants: InvariantsRegistry,
+    private readonly deps: DependenciesRepository,
   ) {}
+
+  /** Parent ids of the jobs that have parents (no statement when none has). */
+  private parentsOf(jobs: Job[], m?: EntityManager): Promise<Map<string, string[]>> {
+    const ids = jobs.filter((j) => j.nParents > 0).map((j) => j.id);
+    return ids.length === 0 ? Promise.resolve(new Map()) : this.deps.parentsOf(ids, m);
+  }
 
   onModuleInit(): void {
     this.invariants.register({
@@ -48,6 +57,7 @@ export class JobsService implements OnModuleInit {
       const spec = { ...job.spec, resources: { ...job.spec.resources } };
       for (let replicaNum = 0; replicaNum < (job.replicas ?? 1); replicaNum++) {
         out.push({
+          id: randomUUID(),
           jobGroupId,
           jobNum,
           replicaNum,
@@ -101,13 +111,20 @@ export class JobsService implements OnModuleInit {
           n ?? MAX_RUN_VIEW_SUBMISSIONS,
           m,
         );
+    const parents = await this.parentsOf(jobs, m);
     for (const job of jobs) {
       const pointed = newestByJob?.get(job.id);
       const subs = submissions ? (submissions.get(job.id) ?? []) : n === 1 && pointed ? [pointed] : [];
       const newest = subs.length > 0 ? subs[subs.length - 1] : undefined;
       const latest = newestByJob ? pointed : newest?.id === job.latestSubmissionId ? newest : undefined;
       required(out.get(job.runId), `the view of run ${job.runId}`).jobs.push(
-        toJobView(job, subs, latest ?? null, cancellations.get(job.runId)?.get(job.jobGroupId) ?? null),
+        toJobView(
+          job,
+          subs,
+          latest ?? null,
+          cancellations.get(job.runId)?.get(job.jobGroupId) ?? null,
+          parents.get(job.id),
+        ),
       );
     }
     return out;
@@ -118,19 +135,21 @@ export class JobsService implements OnModuleInit {
    * what runs at once, not by what the run holds.
    */
   async activeInGroups(
-    groupsByRun: Map<string, number[]>,
+    groupsByRun: Map<string, Map<number, Cancellation>>,
     m?: EntityManager,
   ): Promise<Map<string, Partial<Record<SubmissionStatus, number>>>> {
     const runIds: string[] = [];
     const groupIds: number[] = [];
+    const aborts: boolean[] = [];
     for (const [runId, groups] of groupsByRun) {
-      for (const g of groups) {
+      for (const [g, c] of groups) {
         runIds.push(runId);
         groupIds.push(g);
+        aborts.push(abortOf(c) !== null);
       }
     }
     const out = new Map<string, Partial<Record<SubmissionStatus, number>>>();
-    for (const r of await this.jobs.activeInGroups(runIds, groupIds, m)) {
+    for (const r of await this.jobs.activeInGroups(runIds, groupIds, aborts, m)) {
       const counts = out.get(r.runId) ?? {};
       counts[r.status as SubmissionStatus] = r.n;
       out.set(r.runId, counts);
@@ -147,9 +166,10 @@ export class JobsService implements OnModuleInit {
       1,
       m,
     );
+    const parents = await this.parentsOf(jobs, m);
     return jobs.map((j) => {
       const s = subs.get(j.id) ?? [];
-      return toJobView(j, s, s[0] ?? null, null);
+      return toJobView(j, s, s[0] ?? null, null, parents.get(j.id));
     });
   }
 
@@ -205,12 +225,17 @@ export class JobsService implements OnModuleInit {
     const after = cursor ? (decodeCursor(cursor, ['number', 'number']) as [number, number]) : undefined;
     const aborted: number[] = [];
     const terminated: number[] = [];
-    for (const [g, c] of cancellations) (cancelledJobOutcome(c).status === 'aborted' ? aborted : terminated).push(g);
+    const abortOver: number[] = [];
+    for (const [g, c] of cancellations) {
+      (cancelledJobOutcome(c).status === 'aborted' ? aborted : terminated).push(g);
+      if (abortOf(c)) abortOver.push(g);
+    }
     const rows = await this.jobs.listJobs(runId, {
       groupIds,
       statuses,
       terminatedGroups: terminated,
       abortedGroups: aborted,
+      abortOverGroups: abortOver,
       after,
       limit: limit + 1,
     });
@@ -223,11 +248,44 @@ export class JobsService implements OnModuleInit {
     const latest = new Map(
       (await this.jobs.submissionsByIds(page.items.map((j) => j.latestSubmissionId))).map((s) => [s.id, s]),
     );
+    const parents = await this.parentsOf(page.items);
     return {
       items: page.items.map((j) => {
         const s = latest.get(j.latestSubmissionId);
         const view = s ? toSubmissionView(s) : null;
-        return toJobView(j, view ? [view] : [], view, cancellations.get(j.jobGroupId) ?? null);
+        return toJobView(j, view ? [view] : [], view, cancellations.get(j.jobGroupId) ?? null, parents.get(j.id));
+      }),
+      next_cursor: page.next_cursor,
+    };
+  }
+  /** A job's children (dependents), paginated by child id, each as a job view with its latest submission. */
+  async dependents(
+    runId: string,
+    jobId: string,
+    cancellations: GroupCancellations,
+    limit: number,
+    cursor?: string,
+  ): Promise<Page<JobView>> {
+    if (!UUID_PATTERN.test(jobId) || !(await this.jobs.findJob(runId, jobId))) throw notFound(`job ${jobId}`);
+    const after = cursor ? (decodeCursor(cursor, ['string'])[0] as string) : undefined;
+    if (after !== undefined && !UUID_PATTERN.test(after)) throw new DomainError('INVALID_CURSOR', 'invalid cursor');
+    const ids = await this.deps.childrenOf(jobId, after, limit + 1);
+    const page = toPage(
+      ids,
+      limit,
+      (r) => [r.jobId],
+      (r) => r.jobId,
+    );
+    const jobs = await this.jobs.jobsByIds(page.items);
+    const latest = new Map(
+      (await this.jobs.submissionsByIds(jobs.map((j) => j.latestSubmissionId))).map((s) => [s.id, s]),
+    );
+    const parents = await this.parentsOf(jobs);
+    return {
+      items: jobs.map((j) => {
+        const s = latest.get(j.latestSubmissionId);
+        const view = s ? toSubmissionView(s) : null;
+        return toJobView(j, view ? [view] : [], view, cancellations.get(j.jobGroupId) ?? null, parents.get(j.id));
       }),
       next_cursor: page.next_cursor,
     };
@@ -240,6 +298,7 @@ export function toJobView(
   submissions: SubmissionView[],
   latest: SubmissionView | null,
   cancellation: Cancellation | null,
+  parents: string[] = [],
 ): JobView {
   const effective = effectiveJobStatus(job, cancellation);
   return {
@@ -251,6 +310,8 @@ export function toJobView(
     status: effective.status,
     termination_reason: effective.terminationReason,
     cancelled_job_group_id: effective.cancelledBy?.jobGroupId ?? null,
+    depends_on: parents,
+    n_pending_parents: job.nPendingParents,
     submission_count: job.submissionCount,
     folded_submissions: job.foldedSubmissions,
     latest_job_submission: latest,

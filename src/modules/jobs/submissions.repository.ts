@@ -54,7 +54,15 @@ export type SubmissionFacts = Pick<
 /** What the lifecycle decides on about a job: which submission is its latest, how many it had, its age. */
 export type JobFacts = Pick<
   Job,
-  'id' | 'runId' | 'jobGroupId' | 'latestSubmissionId' | 'latestSubmissionNum' | 'submissionCount' | 'createdAt'
+  | 'id'
+  | 'runId'
+  | 'jobGroupId'
+  | 'latestSubmissionId'
+  | 'latestSubmissionNum'
+  | 'submissionCount'
+  | 'createdAt'
+  | 'alwaysRun'
+  | 'hasDependents'
 >;
 
 const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId",
@@ -63,10 +71,13 @@ const SUBMISSION_FACTS = `s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_
   s.worker_id AS "workerId", s.claimed_by_user_id AS "claimedByUserId", s.lease_expires_at AS "leaseExpiresAt"`;
 
 const JOB_FACTS = `j.latest_submission_id AS "latestSubmissionId", j.latest_submission_num AS "latestSubmissionNum",
-  j.submission_count AS "submissionCount", j.created_at AS "jobCreatedAt"`;
+  j.submission_count AS "submissionCount", j.created_at AS "jobCreatedAt", j.always_run AS "alwaysRun",
+  j.has_dependents AS "hasDependents"`;
 
 /** A row of SUBMISSION_FACTS joined with JOB_FACTS. */
 type LockedRow = SubmissionFacts & {
+  alwaysRun: boolean;
+  hasDependents: boolean;
   latestSubmissionId: string;
   latestSubmissionNum: number;
   submissionCount: number;
@@ -74,8 +85,18 @@ type LockedRow = SubmissionFacts & {
 };
 
 function splitLocked(row: LockedRow): { submission: SubmissionFacts; job: JobFacts } {
-  const { latestSubmissionId, latestSubmissionNum, submissionCount, jobCreatedAt, ...submission } = row;
+  const {
+    latestSubmissionId,
+    latestSubmissionNum,
+    submissionCount,
+    jobCreatedAt,
+    alwaysRun,
+    hasDependents,
+    ...submission
+  } = row;
   const job = {
+    alwaysRun,
+    hasDependents,
     id: submission.jobId,
     runId: submission.runId,
     jobGroupId: submission.jobGroupId,
@@ -460,7 +481,10 @@ export class SubmissionsRepository {
     return rows.length > 0;
   }
 
-  /** Queued submissions of the given groups become `terminated` without a worker; their jobs follow. Bounded. */
+  /**
+   * Queued submissions of the given groups become `terminated` without a worker; their jobs follow (returned: now in
+   * their final status). Bounded.
+   */
   async terminateQueued(
     m: EntityManager,
     runId: string,
@@ -468,11 +492,13 @@ export class SubmissionsRepository {
     status: SubmissionStatus,
     reason: string,
     limit: number,
-  ): Promise<{ n: number; retries: number }> {
+    spareAlwaysRun: boolean,
+  ): Promise<{ n: number; retries: number; jobIds: string[] }> {
     const [row] = await m.query(
       `WITH victims AS (
-         SELECT id, job_id, submission_num FROM job_submissions
+         SELECT id, job_id, submission_num FROM job_submissions q
           WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND ${QUEUED_PREDICATE}
+            AND NOT ($6 AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = q.job_id AND j.always_run))
           LIMIT $5 FOR UPDATE SKIP LOCKED
        ), done AS (
          UPDATE job_submissions s SET status = $3, termination_reason = $4, finished_at = now()
@@ -484,10 +510,20 @@ export class SubmissionsRepository {
        RETURNING j.id
        )
        SELECT (SELECT count(*) FROM done)::int AS n,
-              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries`,
-      [runId, groupIds, status, reason, limit],
+              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries,
+              (SELECT coalesce(array_agg(id), '{}') FROM jobs_done)::text[] AS "jobIds"`,
+      [runId, groupIds, status, reason, limit, spareAlwaysRun],
     );
     return row;
+  }
+
+  /** Which of the given jobs are always_run. */
+  async alwaysRunJobs(m: EntityManager, jobIds: string[]): Promise<Set<string>> {
+    if (jobIds.length === 0) return new Set();
+    const rows: { id: string }[] = await m.query(`SELECT id FROM jobs WHERE id = ANY($1::uuid[]) AND always_run`, [
+      jobIds,
+    ]);
+    return new Set(rows.map((r) => r.id));
   }
 
   /** Running submissions past their job's max_duration_s, oldest deadline first, locked (skipping locked ones). */

@@ -151,8 +151,13 @@ export class SubmissionsService {
     status: SubmissionStatus,
     reason: string,
     limit: number,
-  ): Promise<{ n: number; retries: number }> {
-    return this.subs.terminateQueued(m, runId, groupIds, status, reason, limit);
+    spareAlwaysRun: boolean,
+  ): Promise<{ n: number; retries: number; jobIds: string[] }> {
+    return this.subs.terminateQueued(m, runId, groupIds, status, reason, limit, spareAlwaysRun);
+  }
+
+  alwaysRunJobs(m: EntityManager, jobIds: string[]): Promise<Set<string>> {
+    return this.subs.alwaysRunJobs(m, jobIds);
   }
 
   lockOverdue(m: EntityManager, limit: number): Promise<JobSubmission[]> {

@@ -1,12 +1,14 @@
+import type { StatementRider } from '../../infra/database/rider';
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
 import { RunStatusService } from '../runs/run-status.service';
+import { DependencyRelease } from './dependency-release.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type { CompleteResult } from './lifecycle.types';
-import { type ActiveDelta, activeDelta, addDelta, OUTCOME_OF_STATUS } from './outcomes';
+import { type ActiveDelta, activeDelta, addDelta, OUTCOME_OF_STATUS, stopsAlwaysRun } from './outcomes';
 import { shouldRetry } from './retry-policy';
 import { type FinishedStatus, isRetryableStatus, type SubmissionStatus } from './vocabulary';
 
@@ -24,6 +26,7 @@ export class JobFinisher {
     private readonly runStatus: RunStatusService,
     private readonly runAccess: RunAccessService,
     private readonly events: LifecycleEvents,
+    private readonly dependents: DependencyRelease,
   ) {}
 
   async finishLocked(
@@ -46,8 +49,10 @@ export class JobFinisher {
     // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
     const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
     let retry: CompleteResult['retry_submission'] = null;
-    if (chain.cancellation) {
+    // A cancellation ends the job rather than retry it, unless it is always_run and the cancellation no abort.
+    if (chain.cancellation && !(job.alwaysRun && !(await this.abortInChain(m, s)))) {
       await this.subs.finishJob(m, job, status, reason, false);
+      if (job.hasDependents) await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }]);
     } else {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
       retry = { id: next.id, submission_num: next.submissionNum };
@@ -59,6 +64,10 @@ export class JobFinisher {
       await this.groups.moveActive(m, s.runId, retry ? addDelta(delta, { nRetrying: 1 }) : delta),
     );
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
+  }
+
+  private async abortInChain(m: EntityManager, s: SubmissionFacts): Promise<boolean> {
+    return (await this.groups.chainCancellations(s.runId, s.jobGroupId, m)).some(stopsAlwaysRun);
   }
 
   /**
@@ -74,21 +83,32 @@ export class JobFinisher {
     reason: string,
     delta: ActiveDelta,
   ): Promise<CompleteResult> {
-    // The job's event rides on the counting statement: its snapshot, which orders it in the feed (see
-    // EventsRepository.insert), is taken when that statement begins, before it waits for the counter rows, as a
-    // separate INSERT before it would be (LOCK_ORDER: events before group counters); one round trip less.
-    const event = await this.events.jobRider(m, s, status, reason);
+    let cascade = { counted: false };
+    let event: StatementRider | undefined;
+    if (job.hasDependents) {
+      // Its event, then its dependents (released or ended: their events follow its own in the feed), before its own
+      // chain is counted (their counters and its chain are locked in one order).
+      await this.events.jobs(m, [s], status, reason);
+      cascade = await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }], [s.jobGroupId]);
+    } else {
+      // The common case: the job's event rides on the counting statement. Its snapshot, which orders it in the feed
+      // (see EventsRepository.insert), is taken when that statement begins, before it waits for the counter rows,
+      // as a separate INSERT before it would be (LOCK_ORDER: events before group counters); one round trip less.
+      event = await this.events.jobRider(m, s, status, reason);
+    }
     const result = await this.groups.countOutcome(
       m,
       s.runId,
       s.jobGroupId,
       OUTCOME_OF_STATUS[status as FinishedStatus],
       delta,
+      job.alwaysRun,
       event,
     );
     if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
     await this.events.counted(m, s.runId, result);
-    await this.runStatus.refreshStatus(m, s.runId, result.root);
+    // Uncounted itself (a cancellation counted it) while its cascade counted others: the run's status is read afresh.
+    await this.runStatus.refreshStatus(m, s.runId, cascade.counted && !result.counted ? undefined : result.root);
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: null };
   }
 }

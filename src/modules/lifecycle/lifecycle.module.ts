@@ -4,6 +4,7 @@ import { JobGroupsModule } from '../job-groups/job-groups.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { RunsModule } from '../runs/runs.module';
 import { EventsModule } from '../events/events.module';
+import { DependencyRelease } from './dependency-release.service';
 import { JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import { LifecycleInvariants } from './lifecycle-invariants.service';
@@ -18,7 +19,14 @@ import { WorkerReportsService } from './worker-reports.service';
  */
 @Module({
   imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule, EventsModule],
-  providers: [WorkerReportsService, ServerTransitionsService, JobFinisher, LifecycleInvariants, LifecycleEvents],
+  providers: [
+    DependencyRelease,
+    WorkerReportsService,
+    ServerTransitionsService,
+    JobFinisher,
+    LifecycleInvariants,
+    LifecycleEvents,
+  ],
   exports: [WorkerReportsService, ServerTransitionsService],
 })
 export class LifecycleModule {}

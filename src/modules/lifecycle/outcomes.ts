@@ -70,7 +70,16 @@ export interface Cancellation {
   cancelledAt: Date;
   cancelledBy: string;
   reason: string;
+  /** When this one is not an abort: the earliest abort over the same group, if any (it stops always_run jobs). */
+  abort?: Cancellation | null;
 }
+
+/** Whether a cancellation stops always_run jobs too: only an abort does. */
+export const stopsAlwaysRun = (c: Pick<Cancellation, 'reason'>): boolean => c.reason === 'aborted_by_user';
+
+/** The abort over a group, given the cancellation in force there (itself, or the abort recorded with it). */
+export const abortOf = (c: Cancellation | null | undefined): Cancellation | null =>
+  c ? (stopsAlwaysRun(c) ? c : (c.abort ?? null)) : null;
 
 /** How a job stopped by a cancellation shows: `aborted` for an abort, `terminated` otherwise. */
 export function cancelledJobOutcome(c: Cancellation): {
@@ -87,9 +96,16 @@ export function cancelledJobOutcome(c: Cancellation): {
  * yet shows as the cancellation made it, whatever its stored status says (the sweep writes that later).
  */
 export function effectiveJobStatus(
-  stored: { status: SubmissionStatus; terminationReason: string | null; completionCounted: boolean },
+  stored: {
+    status: SubmissionStatus;
+    terminationReason: string | null;
+    completionCounted: boolean;
+    alwaysRun?: boolean;
+  },
   cancellation: Cancellation | null,
 ): { status: SubmissionStatus; terminationReason: string | null; cancelledBy: Cancellation | null } {
+  // An always_run job is not stopped by a cancellation, only by an abort (which may lie above the earliest one).
+  if (stored.alwaysRun === true && cancellation !== null) cancellation = abortOf(cancellation);
   if (cancellation === null || stored.completionCounted) {
     return { status: stored.status, terminationReason: stored.terminationReason, cancelledBy: null };
   }

@@ -5,8 +5,9 @@ import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { SubmissionsService } from '../jobs/submissions.service';
 import { RunStatusService } from '../runs/run-status.service';
+import { DependencyRelease } from './dependency-release.service';
 import { JobFinisher } from './job-finisher.service';
-import { cancelledJobOutcome } from './outcomes';
+import { cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
 
 /**
  * Transitions the server makes without a worker, as bounded passes of background loops: lapsed leases, the time
@@ -22,6 +23,7 @@ export class ServerTransitionsService implements OnModuleInit {
     private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
     private readonly loops: BackgroundLoopsService,
+    private readonly dependents: DependencyRelease,
   ) {}
 
   onModuleInit(): void {
@@ -70,9 +72,24 @@ export class ServerTransitionsService implements OnModuleInit {
       total += await this.tx.run(async (m) => {
         const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId, m);
         const outcome = cancelledJobOutcome(c);
-        const done = await this.subs.terminateQueued(m, c.runId, ids, outcome.status, outcome.terminationReason, batch);
+        // always_run jobs stay queued below a cancellation (and are claimed); an abort ends them too.
+        const done = await this.subs.terminateQueued(
+          m,
+          c.runId,
+          ids,
+          outcome.status,
+          outcome.terminationReason,
+          batch,
+          !stopsAlwaysRun(c),
+        );
+        const cascade = await this.dependents.afterFinal(
+          m,
+          c.runId,
+          done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
+        );
         if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
         await this.runStatus.moveActive(m, c.runId, { nRetrying: -done.retries });
+        if (cascade.counted) await this.runStatus.refreshStatus(m, c.runId);
         return done.n;
       });
     }

@@ -6,6 +6,7 @@
  */
 
 export const SUBMISSION_STATUSES = [
+  'pending',
   'submitted',
   'provisioning',
   'running',
@@ -82,6 +83,9 @@ export const SERVER_ONLY_REASONS: readonly TerminationReason[] = ['dependency_fa
 /**
  * Every allowed move, as `from → to`; a move to a final status lists the reasons allowed on it (each a pair of
  * REASONS_OF_STATUS). Not listed means refused.
+ * - `pending` waits for its job's parents (dependencies): the last parent's final outcome makes it `submitted`; a
+ *   parent that did not succeed ends it (`dependency_failed`, unless the job is `always_run`), as may a cancellation.
+ *   It is never claimed.
  * - `submitted` is queued: a claim moves it on; a cancellation ends it without a worker.
  * - `provisioning` is claimed but not started: it cannot be `done` (it never ran), nor fail in ways that need a
  *   running container (an exit status, an interruption, the time or log limit). It can fail to start, be lost
@@ -92,6 +96,7 @@ export const SERVER_ONLY_REASONS: readonly TerminationReason[] = ['dependency_fa
 export const TRANSITIONS: Readonly<
   Record<SubmissionStatus, Partial<Record<SubmissionStatus, readonly TerminationReason[] | true>>>
 > = {
+  pending: { submitted: true, terminated: [...CANCELLED, 'dependency_failed'], aborted: ['aborted_by_user'] },
   submitted: { provisioning: true, terminated: [...CANCELLED, 'dependency_failed'], aborted: ['aborted_by_user'] },
   provisioning: {
     running: true,
@@ -180,6 +185,9 @@ export const SYSTEM_CANCEL_REASONS = [
   'fail_fast',
   'budget_exceeded',
 ] as const satisfies readonly TerminationReason[];
+
+/** The status of a job (and its submission 0) waiting for its parents: never claimed, never in the queue index. */
+export const PENDING_STATUS = 'pending' as const satisfies SubmissionStatus;
 
 /** Statuses a queued submission has (waiting for a claim). */
 export const QUEUED_STATUSES = ['submitted'] as const satisfies readonly SubmissionStatus[];

@@ -6,7 +6,7 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
-import { type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome } from './outcomes';
+import { abortOf, type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
 import {
   FinishedStatus,
   HELD_STATUSES,
@@ -20,6 +20,7 @@ import {
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
 import { RunStatusService } from '../runs/run-status.service';
+import { DependencyRelease } from './dependency-release.service';
 import { JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type {
@@ -90,6 +91,7 @@ export class WorkerReportsService {
     private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
     private readonly events: LifecycleEvents,
+    private readonly dependents: DependencyRelease,
   ) {}
 
   /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
@@ -104,9 +106,14 @@ export class WorkerReportsService {
       // Packing counts cpu in thousandths of a core (the column's scale): floats would make 0.3 − 0.1 − 0.1 < 0.1.
       const left = { milliCpu: Math.round(cap.cpu * 1000), memoryMib: cap.memoryMib, gpu: cap.gpu };
       const deltas = new Map<string, ActiveDelta>();
+      const refresh = new Set<string>();
       const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
+      const spared = await this.spared(
+        m,
+        candidates.filter((c) => cancellations.get(c.runId)?.has(c.jobGroupId)),
+      );
       for (const c of candidates) {
-        const cancellation = cancellations.get(c.runId)?.get(c.jobGroupId);
+        const cancellation = spared.has(c.jobId) ? undefined : cancellations.get(c.runId)?.get(c.jobGroupId);
         if (cancellation) {
           // Queued under a cancelled group: finish it here rather than hand it out (the sweep would, later).
           const outcome = cancelledJobOutcome(cancellation);
@@ -117,8 +124,15 @@ export class WorkerReportsService {
             outcome.status,
             outcome.terminationReason,
             candidates.length,
+            !stopsAlwaysRun(cancellation),
           );
           if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
+          const cascade = await this.dependents.afterFinal(
+            m,
+            c.runId,
+            done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
+          );
+          if (cascade.counted) refresh.add(c.runId);
           continue;
         }
         const milliCpu = Math.round(c.cpu * 1000);
@@ -144,6 +158,7 @@ export class WorkerReportsService {
           required(deltas.get(runId), `the active-count delta of run ${runId}`),
         );
       }
+      for (const runId of [...refresh].sort()) await this.runStatus.refreshStatus(m, runId);
       await this.events.jobs(m, rows, 'provisioning');
       const names =
         rows.length > 0
@@ -169,6 +184,33 @@ export class WorkerReportsService {
         lease_expires_at: new Date(r.leaseExpiresAt).toISOString(),
       })),
     };
+  }
+
+  /**
+   * Of submissions below a cancellation, the jobs that go on anyway: always_run jobs, unless an abort is among the
+   * cancellations over them. Reads nothing when none is below a cancellation (the usual case).
+   */
+  private async spared(
+    m: EntityManager,
+    under: readonly { runId: string; jobGroupId: number; jobId: string }[],
+  ): Promise<Set<string>> {
+    const alwaysRun = await this.subs.alwaysRunJobs(
+      m,
+      under.map((s) => s.jobId),
+    );
+    const out = new Set<string>();
+    const aborted = new Map<string, boolean>();
+    for (const s of under) {
+      if (!alwaysRun.has(s.jobId)) continue;
+      const key = `${s.runId}/${s.jobGroupId}`;
+      let abort = aborted.get(key);
+      if (abort === undefined) {
+        abort = (await this.groups.chainCancellations(s.runId, s.jobGroupId, m)).some(stopsAlwaysRun);
+        aborted.set(key, abort);
+      }
+      if (!abort) out.add(s.jobId);
+    }
+    return out;
   }
 
   async running(
@@ -210,7 +252,8 @@ export class WorkerReportsService {
       const s = owned(await this.subs.lockSubmission(m, id), id, holderOf(principal, body.worker_id));
       if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
       const lease = await this.subs.heartbeat(m, s, body.runtime_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
-      const cancellation = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
+      const found = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
+      const cancellation = found && (await this.spared(m, [s])).has(s.jobId) ? null : found;
       await this.billing.accrue(m, id);
       return { cancel_requested: cancellation !== null, lease_expires_at: new Date(lease).toISOString() };
     });
@@ -262,6 +305,12 @@ export class WorkerReportsService {
         this.env.RUNPLANE_LEASE_SECONDS,
       );
       const cancellations = await this.groups.effectiveCancellations([...new Set(held.map((s) => s.runId))], m);
+      const under = held.filter((s) => cancellations.get(s.runId)?.has(s.jobGroupId));
+      const spared = await this.spared(m, under);
+      const alwaysRun = await this.subs.alwaysRunJobs(
+        m,
+        under.map((s) => s.jobId),
+      );
       // Billing rows after the submissions (the lock order), run by run: concurrent batches take them in one order.
       const byRun = [...held].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : a.id < b.id ? -1 : 1));
       await this.billing.accrueMany(
@@ -270,7 +319,9 @@ export class WorkerReportsService {
       );
       return new Map(
         held.map((s): [string, HeartbeatItem] => {
-          const cancellation = cancellations.get(s.runId)?.get(s.jobGroupId);
+          const found = cancellations.get(s.runId)?.get(s.jobGroupId);
+          // An always_run job not spared is stopped by the abort over it: it reports that abort's outcome.
+          const cancellation = spared.has(s.jobId) ? undefined : alwaysRun.has(s.jobId) ? abortOf(found) : found;
           const outcome = cancellation ? cancelledJobOutcome(cancellation) : null;
           return [
             s.id,

@@ -11,6 +11,7 @@ import { IdempotencyService } from '../../common/idempotency/idempotency.service
 import { withRawJson } from '../../common/json/raw-json';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
+import { DependenciesService } from '../jobs/dependencies.service';
 import { JobsService } from '../jobs/jobs.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
@@ -48,6 +49,7 @@ export class RunCommandsService implements OnModuleInit {
     private readonly billing: BillingService,
     private readonly budget: BudgetService,
     private readonly events: EventsService,
+    private readonly dependencies: DependenciesService,
   ) {}
 
   onModuleInit(): void {
@@ -103,6 +105,7 @@ export class RunCommandsService implements OnModuleInit {
         {
           create: async () => {
             await this.access.assertQueueRoom(m, access, total);
+            const existing = await this.dependencies.lockExistingParents(m, body.jobs);
             const run = await this.insertRun(m, access, principal, body);
             await this.events.record(m, [runStatusEvent(access.projectId, run.id, run.status, null)]);
             const { ids, ancestors } = await this.groups.createTree(
@@ -124,10 +127,17 @@ export class RunCommandsService implements OnModuleInit {
               })),
               0,
             );
+            // A new run has no jobs of its own yet: every parent is a ref of this request (an id is another run's).
+            const edges = this.dependencies.plan(run.id, body.jobs, newJobs, existing);
             await this.jobs.insert(m, run.id, newJobs, run.priority);
+            await this.dependencies.insertEdges(m, run.id, edges);
             const perGroup = new Map<number, number>();
-            for (const j of newJobs) perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
-            await this.groups.countNewJobs(m, run.id, ancestors, perGroup);
+            const alwaysRun = new Map<number, number>();
+            for (const j of newJobs) {
+              perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
+              if (j.alwaysRun) alwaysRun.set(j.jobGroupId, (alwaysRun.get(j.jobGroupId) ?? 0) + 1);
+            }
+            await this.groups.countNewJobs(m, run.id, ancestors, perGroup, alwaysRun);
             return this.views.viewOf(
               run,
               access.projectName,

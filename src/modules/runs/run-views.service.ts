@@ -158,14 +158,29 @@ export class RunViewsService {
         this.groups.rootCountersOf(needy, em),
         this.groups.effectiveCancellations(needy, em),
       ]);
-      const onWorkers = await this.jobs.activeInGroups(
-        new Map([...cancellations].map(([runId, groups]) => [runId, [...groups.keys()]])),
-        em,
-      );
+      // Jobs on workers below a cancellation count as cancelled, but for always_run ones it spared.
+      const onWorkers = await this.jobs.activeInGroups(cancellations, em);
       for (const [runId, root] of again) out.set(runId, deriveJobCounts(root, onWorkers.get(runId)));
     };
     await (m ? corrected(m) : this.tx.run(corrected, 'REPEATABLE READ'));
     return out;
+  }
+
+  /** A job's children (jobs depending on it), paginated, each with its latest submission and its cost so far. */
+  @FromReplica()
+  async dependents(
+    principal: Principal,
+    projectName: string,
+    runId: string,
+    jobId: string,
+    limit: number,
+    cursor?: string,
+  ): Promise<Page<JobView>> {
+    const { run } = await this.access.requireRun(principal, projectName, runId);
+    const cancellations = (await this.groups.effectiveCancellations([run.id])).get(run.id) ?? new Map();
+    const page = await this.jobs.dependents(run.id, jobId, cancellations, limit, cursor);
+    await this.fillSubmissionCosts(page.items);
+    return page;
   }
 
   /** A job's whole history, newest first, paginated, each submission with its cost so far. */

@@ -12,7 +12,7 @@ import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal
 import { IdempotencyKey } from '../../common/idempotency/idempotency-key.decorator';
 import { RawJsonInterceptor } from '../../common/json/raw-json';
 import { Page, PageQueryDto } from '../../common/pagination/cursor';
-import { SubmissionView } from '../jobs/dto/job-spec';
+import { JobView, SubmissionView } from '../jobs/dto/job-spec';
 import { CostReport } from '../billing/dto/billing.dto';
 import { RunGetQueryDto, RunListQueryDto, RunView } from './dto/run-view.dto';
 import { StopRunDto, SubmitRunDto } from './dto/submit-run.dto';
@@ -127,6 +127,23 @@ export class RunsController {
     @Query() q: PageQueryDto,
   ): Promise<Page<SubmissionView>> {
     return this.views.history(p, project, runId, jobId, q.limit, q.cursor);
+  }
+
+  /** Jobs that depend on a job (its children), paginated by job id. */
+  @Get('projects/:project/runs/:runId/jobs/:jobId/dependents')
+  @ApiProjectParam()
+  @ApiUuidParam('runId', 'Run')
+  @ApiUuidParam('jobId', 'Job')
+  @ApiPageResponse(JobView, 'Children of the job (jobs whose depends_on names it), by job id.')
+  @ApiErrors(400, 404)
+  dependents(
+    @CurrentPrincipal() p: Principal,
+    @Param('project') project: string,
+    @Param('runId') runId: string,
+    @Param('jobId') jobId: string,
+    @Query() q: PageQueryDto,
+  ): Promise<Page<JobView>> {
+    return this.views.dependents(p, project, runId, jobId, q.limit, q.cursor);
   }
 
   /** The run's cost, exact at the time of the request (running submissions included). */

@@ -16,6 +16,7 @@ import { Check, Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
   'n_completed = n_succeeded + n_failed + n_cancelled AND n_completed <= n_jobs AND n_completed >= 0',
 )
 @Check('ck_job_group_counters_aborted', 'n_aborted >= 0 AND n_aborted <= n_cancelled')
+@Check('ck_job_group_counters_always_run_open', 'n_always_run_open >= 0 AND n_always_run_open <= n_jobs - n_completed')
 export class JobGroupCounters {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_group_counters' })
   runId!: string;
@@ -41,6 +42,13 @@ export class JobGroupCounters {
   /** Of nCancelled, the jobs that show as `aborted` (the rest show as `terminated`). */
   @Column({ type: 'integer', default: 0 })
   nAborted!: number;
+
+  /**
+   * always_run jobs of the subtree not counted yet: a cancellation (not an abort) leaves them out of what it counts,
+   * they are counted when they finish.
+   */
+  @Column({ type: 'integer', default: 0 })
+  nAlwaysRunOpen!: number;
 
   /** This group itself is cancelled (the who/when/why is in job_groups_cancelled). */
   @Column({ type: 'boolean', default: false })

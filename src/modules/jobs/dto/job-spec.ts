@@ -95,6 +95,10 @@ export type JobSpec = {
   max_duration_s?: number;
 };
 
+/** Parents one job may have, and dependency edges (replicas expanded) one request may add. */
+export const MAX_PARENTS_PER_JOB = 1000;
+export const MAX_EDGES_PER_REQUEST = 100_000;
+
 export const JOB_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 export class JobRequestDto {
@@ -120,10 +124,43 @@ export class JobRequestDto {
   @Max(10000)
   replicas?: number;
 
-  @ApiPropertyOptional({ default: false })
+  @ApiPropertyOptional({
+    default: false,
+    description:
+      'Runs once its parents have finished whatever their outcome, and is not stopped by the cancellation of its ' +
+      'group or an ancestor; only a stop with `abort: true` stops it.',
+  })
   @Optional()
   @IsBoolean()
   always_run?: boolean;
+
+  @ApiPropertyOptional({
+    maxLength: 128,
+    description:
+      'A label unique within this request, for `depends_on` of other jobs of the same request; with `replicas` > 1 ' +
+      'it stands for every replica.',
+  })
+  @Optional()
+  @IsString()
+  @MaxLength(128)
+  ref?: string;
+
+  @ApiPropertyOptional({
+    type: String,
+    isArray: true,
+    maxItems: MAX_PARENTS_PER_JOB,
+    description:
+      'Parents: each a `ref` of this request or the id of a job already in the same run (any group). The job is ' +
+      '`pending` until every parent has finished; a parent that ends other than `done` ends it as ' +
+      '`terminated`/`dependency_failed` unless it is `always_run`. At most 1,000 parents per job and 100,000 edges ' +
+      "per request (replicas expanded); a cycle, an unknown parent, the job itself or another run's job is a 400 " +
+      '`DEPENDENCY_INVALID` naming the job.',
+  })
+  @Optional()
+  @IsArray()
+  @IsString({ each: true })
+  @MaxLength(128, { each: true })
+  depends_on?: string[];
 
   @ApiProperty({ type: () => JobSpecDto })
   @IsObject()
@@ -134,12 +171,18 @@ export class JobRequestDto {
 
 /** A job to insert, already numbered and placed in a group. */
 export interface NewJob {
+  id: string;
   jobGroupId: number;
   jobNum: number;
   replicaNum: number;
   jobName: string;
   spec: JobSpec;
   alwaysRun: boolean;
+  /** Where it starts (default `submitted`): `pending` with unfinished parents, or ended by a failed parent. */
+  status?: SubmissionStatus;
+  terminationReason?: string | null;
+  nPendingParents?: number;
+  nParents?: number;
 }
 
 const FREE_FORM = { type: 'object', additionalProperties: true, nullable: true } as const;
@@ -211,6 +254,16 @@ export class JobView {
     description: 'The group whose cancellation terminated this job, when that is why.',
   })
   cancelled_job_group_id!: number | null;
+
+  @ApiProperty({ type: String, format: 'uuid', isArray: true, description: 'Parent job ids (dependencies).' })
+  depends_on!: string[];
+
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    description: 'Parents not finished yet; the job is `pending` while above 0.',
+  })
+  n_pending_parents!: number;
 
   @ApiProperty({ type: 'integer', minimum: 0 })
   submission_count!: number;

@@ -9,6 +9,7 @@ import type { JobSpec, SubmissionStatus } from '../dto/job-spec';
 @Index('idx_jobs_run_id_job_group_id', ['runId', 'jobGroupId', 'jobNum', 'replicaNum'])
 @ForeignKey('JobGroup', ['runId', 'jobGroupId'], ['runId', 'jobGroupId'], { name: 'fk_jobs_group' })
 @Check('ck_jobs_status', sqlIn('status', SUBMISSION_STATUSES))
+@Check('ck_jobs_n_pending_parents', 'n_pending_parents >= 0')
 export class Job {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_jobs' })
   id!: string;
@@ -58,6 +59,18 @@ export class Job {
   /** Whether the job's final outcome is in its groups' counters (false while active or when a cancel counted it). */
   @Column({ type: 'boolean', default: false })
   completionCounted!: boolean;
+
+  /** Parents (job_parents rows of this job). */
+  @Column({ type: 'integer', default: 0 })
+  nParents!: number;
+
+  /** Parents (job_parents) not finished yet; the job is `pending` while above 0. */
+  @Column({ type: 'integer', default: 0 })
+  nPendingParents!: number;
+
+  /** Some job depends on this one: its final outcome releases or ends children. */
+  @Column({ type: 'boolean', default: false })
+  hasDependents!: boolean;
 
   @CreateDateColumn({ type: 'timestamptz' })
   createdAt!: Date;

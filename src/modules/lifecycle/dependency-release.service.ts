@@ -1,0 +1,61 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { JobGroupsService } from '../job-groups/job-groups.service';
+import { DependenciesService } from '../jobs/dependencies.service';
+import { LifecycleEvents } from './lifecycle-events.service';
+import type { SubmissionStatus } from './vocabulary';
+
+/** A job of the run that has just reached its final outcome (after its retries). */
+export interface FinalJob {
+  jobId: string;
+  status: SubmissionStatus;
+}
+
+/**
+ * What a job's final outcome does to its dependents, in the finishing transaction, set-based whatever their number:
+ * a parent that did not end `done` ends its not-yet-started descendants (transitively, always_run ones excepted)
+ * as `terminated`/`dependency_failed`, counted and with their events; then every finished job (the parent and
+ * those descendants) releases its children: pending-parents counts drop, and a child whose last parent this was is
+ * queued (`submitted`), with its event. Kept apart from the finisher so the finish path stays as it is.
+ */
+@Injectable()
+export class DependencyRelease {
+  constructor(
+    private readonly deps: DependenciesService,
+    private readonly groups: JobGroupsService,
+    private readonly events: LifecycleEvents,
+  ) {}
+
+  /**
+   * `finished` are jobs of run `runId` now in their final status. `alsoLock` are groups whose chain the caller
+   * counts right after (the parent's own), locked here in the same order when the cascade locks counters.
+   * Returns whether the cascade counted outcomes into the run's groups (the run's status may have changed).
+   */
+  async afterFinal(
+    m: EntityManager,
+    runId: string,
+    finished: readonly FinalJob[],
+    alsoLock: number[] = [],
+  ): Promise<{ counted: boolean }> {
+    if (finished.length === 0) return { counted: false };
+    const failed = finished.filter((f) => f.status !== 'done').map((f) => f.jobId);
+    const doomed = await this.deps.lockDoomed(m, failed);
+    let counted = false;
+    if (doomed.length > 0) {
+      await this.events.jobs(m, doomed, 'terminated', 'dependency_failed');
+      const perGroup = new Map<number, number>();
+      for (const d of doomed) perGroup.set(d.jobGroupId, (perGroup.get(d.jobGroupId) ?? 0) + 1);
+      const result = await this.groups.countCascaded(m, runId, perGroup, alsoLock);
+      await this.deps.endDoomed(
+        m,
+        doomed.map((d) => d.jobId),
+        result.uncountedGroups,
+      );
+      await this.events.counted(m, runId, { statusChanges: result.statusChanges, cancellations: [] });
+      counted = doomed.some((d) => !result.uncountedGroups.includes(d.jobGroupId));
+    }
+    const released = await this.deps.release(m, [...finished.map((f) => f.jobId), ...doomed.map((d) => d.jobId)]);
+    await this.events.jobs(m, released, 'submitted');
+    return { counted };
+  }
+}

@@ -1,0 +1,203 @@
+import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
+import { directWorker, DONE, drain, jobRows } from '../support/dag';
+import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
+import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
+import { invariants } from '../support/workers';
+
+describeRealPostgres('always_run and cancellation; parents in cancelled groups', () => {
+  let t: TestApp;
+  let owner: TestUser;
+  let service: TestUser;
+  let admin: TestUser;
+  let project: string;
+  beforeAll(async () => {
+    t = await createTestApp({}, { ownDatabase: 'dagcancel' });
+    owner = await t.user();
+    service = await t.user('service');
+    admin = await t.user('admin');
+    project = (await makeProject(t, owner)).name;
+  });
+  afterEach(async () => {
+    expect((await invariants(t, admin)).mismatches).toEqual([]);
+  });
+  afterAll(() => t.close());
+
+  const runUrl = (run: RunResponse) => `/api/v1/projects/${project}/runs/${run.id}`;
+  const group = async (run: RunResponse, g: number) =>
+    (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/${g}`)
+        .set(owner.auth)
+        .expect(200)
+    ).body;
+  const cancel = (run: RunResponse, g: number) =>
+    t.http
+      .post(`${runUrl(run)}/job-groups/${g}/cancel`)
+      .set(owner.auth)
+      .send({})
+      .expect(200);
+  const byName = async (run: RunResponse) => new Map((await jobRows(t, run.id)).map((r) => [r.job_name, r]));
+
+  it('a cancelled group keeps its running always_run job, which finishes and is counted', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 1,
+      job_groups: [{ ref: 'g' }],
+      jobs: [{ name: 'ar', group_ref: 'g', always_run: true, spec: jobSpec() }],
+    });
+    const w = directWorker(t, service, 'w-ar');
+    const [ar] = await w.claim(1);
+    expect(ar.job_name).toBe('ar');
+    await t.http
+      .post(`${runUrl(run)}/job-groups/1/jobs`)
+      .set(owner.auth)
+      .send({
+        jobs: [
+          { name: 'ar-queued', always_run: true, spec: jobSpec() },
+          { name: 'work', spec: jobSpec() },
+        ],
+      })
+      .expect(201);
+    expect((await w.running(ar.id)).status).toBe(200);
+    await cancel(run, 1);
+    const hb = await w.heartbeat(ar.id);
+    expect(hb.body.cancel_requested).toBe(false);
+    const during = await group(run, 1);
+    expect(during.status).toBe('cancelled');
+    expect(during.state).toBe('running');
+    expect(during.counts).toMatchObject({ n_jobs: 3, n_completed: 1, n_cancelled: 1 });
+    const jobs = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/1/jobs`)
+        .set(owner.auth)
+        .expect(200)
+    ).body.items;
+    expect(jobs.map((j: { job_name: string; status: string }) => [j.job_name, j.status])).toEqual([
+      ['ar', 'running'],
+      ['ar-queued', 'submitted'],
+      ['work', 'terminated'],
+    ]);
+    const counts = (await t.http.get(runUrl(run)).query({ jobs_limit: 0 }).set(owner.auth).expect(200)).body;
+    expect(counts.job_counts).toEqual({ running: 1, submitted: 1, terminated: 1 });
+    // The queued always_run job is still handed out; the other queued job is ended instead.
+    const more = await w.claim(5);
+    expect(more.map((s) => s.job_name)).toEqual(['ar-queued']);
+    expect((await w.execute(more[0], DONE)).status).toBe(200);
+    expect((await w.complete(ar.id, DONE)).status).toBe(200);
+    const after = await group(run, 1);
+    expect(after.state).toBe('complete');
+    expect(after.counts).toEqual({ n_jobs: 3, n_completed: 3, n_succeeded: 2, n_failed: 0, n_cancelled: 1 });
+    const rows = await byName(run);
+    expect([rows.get('ar')?.status, rows.get('ar-queued')?.status]).toEqual(['done', 'done']);
+    const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body;
+    expect(['done', 'terminated', 'failed']).toContain(view.status);
+  });
+
+  it('stop with abort: true stops always_run jobs too', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 2,
+      jobs: [{ name: 'ar', always_run: true, spec: jobSpec() }],
+    });
+    const w = directWorker(t, service, 'w-abort');
+    const [ar] = await w.claim(1);
+    expect((await w.running(ar.id)).status).toBe(200);
+    await t.http
+      .post(`${runUrl(run)}/stop`)
+      .set(owner.auth)
+      .send({ abort: true })
+      .expect(200);
+    const hb = await w.heartbeat(ar.id);
+    expect(hb.body.cancel_requested).toBe(true);
+    expect((await w.complete(ar.id, { status: 'aborted', termination_reason: 'aborted_by_user' })).status).toBe(200);
+    expect((await group(run, 0)).counts).toMatchObject({ n_jobs: 1, n_completed: 1, n_cancelled: 1 });
+  });
+
+  it('parents in another group that is cancelled: their children fail, always_run children run', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 3,
+      job_groups: [{ ref: 'a' }],
+      jobs: [
+        { name: 'p', ref: 'p', group_ref: 'a', spec: jobSpec() },
+        { name: 'child', ref: 'child', depends_on: ['p'], spec: jobSpec() },
+        { name: 'grandchild', depends_on: ['child'], spec: jobSpec() },
+        { name: 'cleanup', depends_on: ['p'], always_run: true, spec: jobSpec() },
+      ],
+    });
+    await cancel(run, 1);
+    await t.app.get(ServerTransitionsService).sweepCancelled(10, 100);
+    const rows = await byName(run);
+    expect(
+      ['p', 'child', 'grandchild', 'cleanup'].map((n) => [n, rows.get(n)?.status, rows.get(n)?.termination_reason]),
+    ).toEqual([
+      ['p', 'terminated', 'job_group_cancelled'],
+      ['child', 'terminated', 'dependency_failed'],
+      ['grandchild', 'terminated', 'dependency_failed'],
+      ['cleanup', 'submitted', null],
+    ]);
+    const ran = await drain(directWorker(t, service, 'w-cleanup'));
+    expect(ran.filter((s) => s.run_id === run.id).map((s) => s.job_name)).toEqual(['cleanup']);
+    expect((await group(run, 0)).counts).toEqual({
+      n_jobs: 4,
+      n_completed: 4,
+      n_succeeded: 1,
+      n_failed: 0,
+      n_cancelled: 3,
+    });
+  });
+
+  it('a claim ending a queued parent below a cancellation releases its children in its transaction', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 4,
+      job_groups: [{ ref: 'a' }],
+      jobs: [
+        { name: 'p', ref: 'p', group_ref: 'a', spec: jobSpec() },
+        { name: 'after', depends_on: ['p'], always_run: true, spec: jobSpec() },
+      ],
+    });
+    await cancel(run, 1);
+    // No sweep: the claim meets p first, ends it, and the always_run child becomes claimable.
+    const ran = await drain(directWorker(t, service, 'w-claim-cascade'));
+    expect(ran.filter((s) => s.run_id === run.id).map((s) => s.job_name)).toEqual(['after']);
+    const rows = await byName(run);
+    expect([rows.get('p')?.status, rows.get('after')?.status]).toEqual(['terminated', 'done']);
+  });
+
+  it('an abort above an earlier cancellation stops the always_run job that one spared, as aborted', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 5,
+      job_groups: [{ ref: 'g' }],
+      jobs: [
+        { name: 'ar', group_ref: 'g', always_run: true, spec: jobSpec() },
+        { name: 'other', spec: jobSpec() },
+      ],
+    });
+    const w = directWorker(t, service, 'w-mixed');
+    const got = await w.claim(2);
+    const ar = got.find((s) => s.job_name === 'ar');
+    if (!ar) throw new Error('ar not claimed');
+    expect((await w.running(ar.id)).status).toBe(200);
+    await cancel(run, 1);
+    expect((await w.heartbeat(ar.id)).body.cancel_requested).toBe(false);
+    await t.http
+      .post(`${runUrl(run)}/stop`)
+      .set(owner.auth)
+      .send({ abort: true })
+      .expect(200);
+    const batch = await t.http
+      .post('/internal/v1/workers/w-mixed/heartbeat')
+      .set(service.auth)
+      .send({ submissions: [ar.id] })
+      .expect(200);
+    expect(batch.body.submissions[0]).toMatchObject({ cancel_requested: true, status: 'aborted' });
+    const jobs = (
+      await t.http
+        .get(`${runUrl(run)}/job-groups/1/jobs`)
+        .set(owner.auth)
+        .expect(200)
+    ).body.items;
+    expect(jobs.map((j: { status: string }) => j.status)).toEqual(['aborted']);
+    expect((await group(run, 1)).counts).toMatchObject({ n_jobs: 1, n_completed: 1, n_cancelled: 1 });
+    expect((await w.complete(ar.id, { status: 'aborted', termination_reason: 'aborted_by_user' })).status).toBe(200);
+    for (const s of got.filter((x) => x !== ar))
+      await w.complete(s.id, { status: 'aborted', termination_reason: 'aborted_by_user' });
+  });
+});
