@@ -5690,7 +5690,7 @@ export interface operations {
                     "application/json": components["schemas"]["LogChunkAckView"];
                 };
             };
-            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `INVALID_CURSOR`. */
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
             400: {
                 headers: {
                     [name: string]: unknown;
