@@ -109,6 +109,15 @@ describe('logs: the binary append', () => {
       .send({ data: 'x' });
     expect([json.status, json.body.details?.[0]?.field]).toEqual([400, 'body']);
     expect((await put(s.id, 'stdin', ok, bytes)).status).toBe(404);
+    // Bytes sent to a route that takes a JSON object (the JSON form, a run submission) are refused the same way.
+    for (const path of [`/internal/v1/submissions/${s.id}/logs`, `/api/v1/projects/${project}/runs`]) {
+      const res = await t.http
+        .post(path)
+        .set(path.startsWith('/internal') ? service.auth : owner.auth)
+        .set('Content-Type', 'application/octet-stream')
+        .send(Buffer.from('{"jobs": []}'));
+      expect([res.status, res.body.details?.[0]?.field]).toEqual([400, 'body']);
+    }
     // Not the holder: another worker id of the same account.
     const stale = await put(s.id, 'stdout', { ...ok, worker_id: uniqueName('other') }, bytes);
     expect([stale.status, stale.body.code]).toEqual([409, 'STALE_SUBMISSION']);

@@ -38,18 +38,19 @@ function flatten(errors: ValidationError[], prefix = ''): FieldProblem[] {
  */
 export class ApiValidationPipe extends ValidationPipe {
   override async transform(value: unknown, metadata: ArgumentMetadata): Promise<unknown> {
-    // Raw bytes (an application/octet-stream body) are the route's to judge; nothing here applies to them.
-    if (Buffer.isBuffer(value)) return value;
     if (metadata.type === 'body' || metadata.type === 'query') {
-      assertStorableInput(value, metadata.data ?? '');
       const isDto =
         typeof metadata.metatype === 'function' &&
         ![Object, Array, String, Number, Boolean].includes(metadata.metatype as never);
+      // Raw bytes (an application/octet-stream body): a route that takes bytes (an untyped body) judges them
+      // itself; a route that takes a JSON object refuses them below.
+      if (Buffer.isBuffer(value) && !isDto) return value;
+      if (!Buffer.isBuffer(value)) assertStorableInput(value, metadata.data ?? '');
       if (
         metadata.type === 'body' &&
         isDto &&
         value !== undefined &&
-        (value === null || typeof value !== 'object' || Array.isArray(value))
+        (value === null || typeof value !== 'object' || Array.isArray(value) || Buffer.isBuffer(value))
       ) {
         throw new DomainError('VALIDATION_FAILED', 'body must be a JSON object', [
           { field: 'body', message: 'must be a JSON object' },
