@@ -17,6 +17,7 @@ import { AddNeedsContainerToJobSubmissions1766102400000 } from './1766102400000-
 import { CreateJobParents1766188800000 } from './1766188800000-CreateJobParents';
 import { AddAlwaysRunOpenToJobGroupCounters1766275200000 } from './1766275200000-AddAlwaysRunOpenToJobGroupCounters';
 import { AddHasDependentsToJobs1766361600000 } from './1766361600000-AddHasDependentsToJobs';
+import { AddPendingToJobGroupCounters1766448000000 } from './1766448000000-AddPendingToJobGroupCounters';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -39,4 +40,5 @@ export const MIGRATIONS = [
   CreateJobParents1766188800000,
   AddAlwaysRunOpenToJobGroupCounters1766275200000,
   AddHasDependentsToJobs1766361600000,
+  AddPendingToJobGroupCounters1766448000000,
 ];

@@ -144,6 +144,33 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
     });
   });
 
+  it('job_counts: pending jobs below a cancellation show cancelled, spared always_run ones pending', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 5,
+      job_groups: [{ ref: 'a' }],
+      jobs: [
+        { name: 'p', ref: 'p', spec: jobSpec() },
+        { name: 'c1', depends_on: ['p'], group_ref: 'a', spec: jobSpec() },
+        { name: 'c2', depends_on: ['p'], group_ref: 'a', always_run: true, spec: jobSpec() },
+        { name: 'c3', depends_on: ['p'], spec: jobSpec() },
+      ],
+    });
+    const jobCounts = async () =>
+      (await t.http.get(runUrl(run)).query({ jobs_limit: 0 }).set(owner.auth).expect(200)).body.job_counts;
+    expect(await jobCounts()).toEqual({ pending: 3, submitted: 1 });
+    await cancel(run, 1);
+    expect(await jobCounts()).toEqual({ pending: 2, submitted: 1, terminated: 1 });
+    const w = directWorker(t, service, 'w-pending-counts');
+    const [p] = await w.claim(1);
+    expect(p.job_name).toBe('p');
+    expect((await w.execute(p, DONE)).status).toBe(200);
+    // Released: c1 is queued below the cancellation (still shown cancelled), c2 and c3 queued.
+    expect(await jobCounts()).toEqual({ submitted: 2, done: 1, terminated: 1 });
+    const ran = await drain(w);
+    expect(ran.map((s) => s.job_name).sort()).toEqual(['c2', 'c3']);
+    expect(await jobCounts()).toEqual({ done: 3, terminated: 1 });
+  });
+
   it('a claim ending a queued parent below a cancellation releases its children in its transaction', async () => {
     const run = await makeRun(t, owner, project, {
       priority: 4,

@@ -49,6 +49,10 @@ describeRealPostgres('dependencies between jobs: release, cascade, views, add-jo
       ['a', 'submitted', 0],
     ]);
     expect([...(jobs.get('d')?.depends_on ?? [])].sort()).toEqual([jobs.get('b')?.id, jobs.get('c')?.id].sort());
+    const jobCounts = async () =>
+      (await t.http.get(runUrl(run)).query({ jobs_limit: 0 }).set(owner.auth).expect(200)).body.job_counts;
+    // Jobs waiting for parents are counted as pending, apart from the queued ones, as each wave releases the next.
+    const counts = [await jobCounts()];
     const w = directWorker(t, service, 'w-diamond');
     const waves: string[][] = [];
     for (;;) {
@@ -56,8 +60,15 @@ describeRealPostgres('dependencies between jobs: release, cascade, views, add-jo
       if (got.length === 0) break;
       waves.push(names(got).sort());
       for (const s of got) expect((await w.execute(s, DONE)).status).toBe(200);
+      counts.push(await jobCounts());
     }
     expect(waves).toEqual([['a'], ['b', 'c'], ['d']]);
+    expect(counts).toEqual([
+      { pending: 3, submitted: 1 },
+      { pending: 1, submitted: 2, done: 1 },
+      { submitted: 1, done: 3 },
+      { done: 4 },
+    ]);
     const after = await getRun(run);
     expect(after.status).toBe('done');
     const dependents = await t.http

@@ -87,6 +87,7 @@ describe('JobGroupsRepository: lockChain and lockChainAndCount', () => {
     nProvisioning: 0,
     nRunning: 0,
     nRetrying: 0,
+    nPending: 0,
     ...c,
   });
 

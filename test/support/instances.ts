@@ -85,6 +85,11 @@ export class Instances {
     return this.processes.length;
   }
 
+  /** What instance `i` has printed so far (its log), for a failing test to show. */
+  output(i: number): string {
+    return this.processes[i]?.output() ?? '';
+  }
+
   url(i: number): string | undefined {
     return this.processes[i]?.url;
   }

@@ -162,11 +162,7 @@ export async function randomisedWorkload(
         .query({ recursive: true, limit: 7, ...(cursor ? { cursor } : {}) })
         .set(owner.auth)
         .expect(200);
-      // job_counts show jobs waiting for their parents with the queued ones (both not started).
-      for (const j of page.body.items) {
-        const status = j.status === 'pending' ? 'submitted' : j.status;
-        tally[status] = (tally[status] ?? 0) + 1;
-      }
+      for (const j of page.body.items) tally[j.status] = (tally[j.status] ?? 0) + 1;
       cursor = page.body.next_cursor;
     } while (cursor);
     const view = await t.http.get(`/api/v1/projects/${project}/runs/${run.id}`).set(owner.auth).expect(200);

@@ -14,6 +14,7 @@ const root = (c: Partial<Root>): Root => ({
   nProvisioning: 0,
   nRunning: 0,
   nRetrying: 0,
+  nPending: 0,
   ...c,
 });
 
@@ -34,6 +35,11 @@ describe('deriveJobCounts: a run’s job_counts from its root counters', () => {
     ],
     ['every job finished: nothing active left out', { nJobs: 3, nCompleted: 3, nSucceeded: 3 }, { done: 3 }],
     ['all aborted', { nJobs: 2, nCompleted: 2, nCancelled: 2, nAborted: 2 }, { aborted: 2 }],
+    [
+      'jobs waiting for their parents are pending, apart from the queued ones',
+      { nJobs: 10, nPending: 6, nRunning: 1, nCompleted: 1, nSucceeded: 1 },
+      { pending: 6, submitted: 2, running: 1, done: 1 },
+    ],
   ])('%s', (_label, c, expected) => {
     expect(deriveJobCounts(root(c))).toEqual(expected);
   });
@@ -47,6 +53,12 @@ describe('deriveJobCounts: a run’s job_counts from its root counters', () => {
       terminating: 1,
     });
     expect(counts).toEqual({ submitted: 3, running: 1, terminated: 6 });
+  });
+
+  it('pending jobs below a cancellation show as cancelled (it counted them), not as pending', () => {
+    // 8 jobs, 5 pending; a group holding 3 of the pending ones and 1 queued job was cancelled (4 counted).
+    const counts = deriveJobCounts(root({ nJobs: 8, nPending: 5, nCompleted: 4, nCancelled: 4 }), { pending: 3 });
+    expect(counts).toEqual({ pending: 2, submitted: 2, terminated: 4 });
   });
 
   it('terminating counts as running (the counters keep them together)', () => {
@@ -66,16 +78,19 @@ describe('deriveJobCounts: a run’s job_counts from its root counters', () => {
         retrying: fc.nat(50),
         cancelledProvisioning: fc.nat(50),
         cancelledRunning: fc.nat(50),
+        pending: fc.nat(50),
+        cancelledPending: fc.nat(50),
       })
       .map((x) => {
         const nCancelled = x.terminated + x.aborted;
         // Jobs on workers below a cancellation are among the cancelled ones (counted when it happened).
         const cancelledProvisioning = Math.min(x.cancelledProvisioning, nCancelled);
         const cancelledRunning = Math.min(x.cancelledRunning, nCancelled - cancelledProvisioning);
+        const cancelledPending = Math.min(x.cancelledPending, nCancelled - cancelledProvisioning - cancelledRunning);
         const nCompleted = x.succeeded + x.failed + nCancelled;
         return {
           root: root({
-            nJobs: nCompleted + x.queued + x.provisioning + x.running,
+            nJobs: nCompleted + x.pending + x.queued + x.provisioning + x.running,
             nCompleted,
             nSucceeded: x.succeeded,
             nFailed: x.failed,
@@ -84,9 +99,15 @@ describe('deriveJobCounts: a run’s job_counts from its root counters', () => {
             nProvisioning: x.provisioning + cancelledProvisioning,
             nRunning: x.running + cancelledRunning,
             nRetrying: Math.min(x.retrying, x.queued),
+            nPending: x.pending + cancelledPending,
           }),
-          onWorkersCancelled: { provisioning: cancelledProvisioning, running: cancelledRunning },
+          onWorkersCancelled: {
+            provisioning: cancelledProvisioning,
+            running: cancelledRunning,
+            pending: cancelledPending,
+          },
           expected: {
+            pending: x.pending,
             submitted: x.queued,
             provisioning: x.provisioning,
             running: x.running,

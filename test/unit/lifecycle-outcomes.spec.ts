@@ -61,10 +61,11 @@ describe('lifecycle outcomes', () => {
   });
 
   it('adds active deltas key by key', () => {
-    expect(addDelta({ nProvisioning: 1 }, { nProvisioning: -1, nRetrying: 2 })).toEqual({
+    expect(addDelta({ nProvisioning: 1 }, { nProvisioning: -1, nRetrying: 2, nPending: -3 })).toEqual({
       nProvisioning: 0,
       nRunning: 0,
       nRetrying: 2,
+      nPending: -3,
     });
   });
 

@@ -66,6 +66,8 @@ export class ApiExceptionFilter implements ExceptionFilter {
     const mapped = pgError ? fromPostgresError(pgError) : fromPostgresError(exception as { code?: string });
     if (mapped) {
       if (mapped.status >= 500) this.logger.warn({ err: exception, path: req.url }, 'transient database error');
+      // A request can cause a foreign-key conflict (a reference to a deleted record); a server pass never should.
+      else if (pgError?.code === '23503') this.logger.warn({ err: exception, path: req.url }, 'foreign-key conflict');
       return shape(mapped.status, mapped.code, mapped.message, mapped.details);
     }
     this.logger.error({ err: exception, path: req.url }, 'unhandled error');

@@ -10,7 +10,11 @@ export function fromPostgresError(err: { code?: string; constraint?: string }): 
         err.constraint ? [{ constraint: err.constraint }] : [],
       );
     case '23503':
-      return new DomainError('CONFLICT', 'a referenced record does not exist or is still referenced');
+      return new DomainError(
+        'CONFLICT',
+        'a referenced record does not exist or is still referenced',
+        err.constraint ? [{ constraint: err.constraint }] : [],
+      );
     case '23514':
     case '23502':
       return new DomainError('VALIDATION_FAILED', 'a value breaks a constraint');

@@ -14,6 +14,7 @@ import { EventsService } from '../events/events.service';
 import { JobView } from '../jobs/dto/job-spec';
 import { DependenciesService } from '../jobs/dependencies.service';
 import { JobsService } from '../jobs/jobs.service';
+import { PENDING_STATUS } from '../lifecycle/vocabulary';
 import { AddJobsDto } from './dto/job-group-requests.dto';
 import { JobGroupWithCost } from './dto/job-group-with-cost.dto';
 import { MAX_JOBS_PER_REQUEST } from '../runs/dto/submit-run.dto';
@@ -123,7 +124,8 @@ export class JobGroupRequestsService {
             await this.jobs.insert(m, run.id, newJobs, run.priority);
             await this.dependencies.insertEdges(m, run.id, edges);
             const alwaysRun = newJobs.filter((j) => j.alwaysRun && j.status !== 'terminated').length;
-            const changes = await this.groups.addJobs(m, chain, newJobs.length, alwaysRun);
+            const pending = newJobs.filter((j) => j.status === PENDING_STATUS).length;
+            const changes = await this.groups.addJobs(m, chain, newJobs.length, alwaysRun, pending);
             // Jobs a parent's failure ended before they were added: counted as cancelled outcomes, with their events.
             const ended = newJobs.filter((j) => j.status === 'terminated');
             const cascade =

@@ -33,6 +33,8 @@ export interface ActiveCounts {
   nProvisioning: number;
   nRunning: number;
   nRetrying: number;
+  /** The run's jobs waiting for their parents (status `pending`). */
+  nPending: number;
 }
 
 export type ActiveDelta = Partial<ActiveCounts>;
@@ -56,7 +58,8 @@ const LOCK_CHAIN = `WITH locked AS (
   SELECT sa.ancestor_id AS "jobGroupId", sa.level, g.cancel_after_n_failures AS "cancelAfterNFailures", c.cancelled,
          c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded", c.n_failed AS "nFailed",
          c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted", c.n_provisioning AS "nProvisioning",
-         c.n_running AS "nRunning", c.n_retrying AS "nRetrying", c.n_always_run_open AS "nAlwaysRunOpen"
+         c.n_running AS "nRunning", c.n_retrying AS "nRetrying", c.n_always_run_open AS "nAlwaysRunOpen",
+         c.n_pending AS "nPending"
     FROM job_group_self_and_ancestors sa
     JOIN job_group_counters c ON c.run_id = sa.run_id AND c.job_group_id = sa.ancestor_id
     JOIN job_groups g ON g.run_id = sa.run_id AND g.job_group_id = sa.ancestor_id
@@ -68,7 +71,8 @@ const LOCK_CHAIN = `WITH locked AS (
 const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded",
                 c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted",
                 c.n_always_run_open AS "nAlwaysRunOpen"`;
-const ACTIVE = `c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying"`;
+const ACTIVE = `c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying",
+                c.n_pending AS "nPending"`;
 const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy",
                       x.reason`;
 
@@ -160,7 +164,8 @@ export class JobGroupsRepository {
                 n_always_run_open = c.n_always_run_open + CASE WHEN v.counted THEN $12 ELSE 0 END,
                 n_provisioning = c.n_provisioning + CASE WHEN c.job_group_id = 0 THEN $8 ELSE 0 END,
                 n_running = c.n_running + CASE WHEN c.job_group_id = 0 THEN $9 ELSE 0 END,
-                n_retrying = c.n_retrying + CASE WHEN c.job_group_id = 0 THEN $10 ELSE 0 END
+                n_retrying = c.n_retrying + CASE WHEN c.job_group_id = 0 THEN $10 ELSE 0 END,
+                n_pending = c.n_pending + CASE WHEN c.job_group_id = 0 THEN $13 ELSE 0 END
            FROM locked l, verdict v
           WHERE (v.counted OR l."jobGroupId" = 0) AND c.run_id = $1 AND c.job_group_id = l."jobGroupId"
       RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}, ${ACTIVE}
@@ -172,7 +177,8 @@ export class JobGroupsRepository {
               coalesce(u."nAborted", l."nAborted") AS "nAborted",
               coalesce(u."nAlwaysRunOpen", l."nAlwaysRunOpen") AS "nAlwaysRunOpen",
               coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
-              coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying"
+              coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying",
+              coalesce(u."nPending", l."nPending") AS "nPending"
          FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
         ORDER BY l.level`,
       [
@@ -188,6 +194,7 @@ export class JobGroupsRepository {
         active.nRetrying ?? 0,
         d.nAborted ?? 0,
         d.nAlwaysRunOpen ?? 0,
+        active.nPending ?? 0,
       ],
       rider,
     );
@@ -209,10 +216,10 @@ export class JobGroupsRepository {
       m,
       'job_groups_move_active',
       `UPDATE job_group_counters c SET n_provisioning = c.n_provisioning + $2, n_running = c.n_running + $3,
-         n_retrying = c.n_retrying + $4
+         n_retrying = c.n_retrying + $4, n_pending = c.n_pending + $5
         WHERE c.run_id = $1 AND c.job_group_id = 0
         RETURNING ${COUNTS}, ${ACTIVE}, c.cancelled`,
-      [runId, d.nProvisioning ?? 0, d.nRunning ?? 0, d.nRetrying ?? 0],
+      [runId, d.nProvisioning ?? 0, d.nRunning ?? 0, d.nRetrying ?? 0, d.nPending ?? 0],
     );
     if (!row) throw new Error(`run ${runId} has no job group 0`);
     return row;
@@ -259,11 +266,13 @@ export class JobGroupsRepository {
     );
   }
 
+  /** Adds `d` to each of `groupIds`, and `rootPending` to the run's pending jobs (on the root, if among them). */
   async addCounts(
     m: EntityManager,
     runId: string,
     groupIds: number[],
     d: CountsDelta,
+    rootPending = 0,
   ): Promise<(Counts & { jobGroupId: number })[]> {
     if (groupIds.length === 0) return [];
     return returning(
@@ -271,7 +280,8 @@ export class JobGroupsRepository {
       `UPDATE job_group_counters c
           SET n_jobs = n_jobs + $3, n_completed = n_completed + $4, n_succeeded = n_succeeded + $5,
               n_failed = n_failed + $6, n_cancelled = n_cancelled + $7, n_aborted = n_aborted + $8,
-              n_always_run_open = n_always_run_open + $9
+              n_always_run_open = n_always_run_open + $9,
+              n_pending = n_pending + CASE WHEN c.job_group_id = 0 THEN $10::int ELSE 0 END
         WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
         RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
       [
@@ -284,6 +294,7 @@ export class JobGroupsRepository {
         d.nCancelled ?? 0,
         d.nAborted ?? 0,
         d.nAlwaysRunOpen ?? 0,
+        rootPending,
       ],
     );
   }
@@ -334,20 +345,25 @@ export class JobGroupsRepository {
     );
   }
 
-  /** Adds `n` jobs (`a` of them always_run) to many groups at once (run submission): one statement. */
+  /**
+   * Adds `n` jobs (`a` of them always_run) to many groups at once (run submission), and `rootPending` jobs waiting
+   * for parents to the run's root: one statement.
+   */
   async addJobCounts(
     m: EntityManager,
     runId: string,
     perGroup: Map<number, number>,
     alwaysRun: Map<number, number> = new Map(),
+    rootPending = 0,
   ): Promise<void> {
     if (perGroup.size === 0) return;
     const groups = [...perGroup.keys()];
     await m.query(
-      `UPDATE job_group_counters c SET n_jobs = c.n_jobs + v.n, n_always_run_open = c.n_always_run_open + v.a
+      `UPDATE job_group_counters c SET n_jobs = c.n_jobs + v.n, n_always_run_open = c.n_always_run_open + v.a,
+              n_pending = c.n_pending + CASE WHEN c.job_group_id = 0 THEN $5::int ELSE 0 END
          FROM unnest($2::int[], $3::int[], $4::int[]) AS v(g, n, a)
         WHERE c.run_id = $1 AND c.job_group_id = v.g`,
-      [runId, groups, [...perGroup.values()], groups.map((g) => alwaysRun.get(g) ?? 0)],
+      [runId, groups, [...perGroup.values()], groups.map((g) => alwaysRun.get(g) ?? 0), rootPending],
     );
   }
 

@@ -135,13 +135,17 @@ export class JobGroupsService {
     return { ids, ancestors };
   }
 
-  /** Counts new jobs of a new run into their groups and every ancestor (`jobsPerGroup`: direct jobs per group). */
+  /**
+   * Counts new jobs of a new run into their groups and every ancestor (`jobsPerGroup`: direct jobs per group), and
+   * the `pending` ones (waiting for parents) into the run's root.
+   */
   async countNewJobs(
     m: EntityManager,
     runId: string,
     ancestors: Map<number, number[]>,
     jobsPerGroup: Map<number, number>,
     alwaysRunPerGroup: Map<number, number> = new Map(),
+    pending = 0,
   ): Promise<void> {
     const recursive = new Map<number, number>();
     const alwaysRun = new Map<number, number>();
@@ -150,7 +154,7 @@ export class JobGroupsService {
         recursive.set(a, (recursive.get(a) ?? 0) + n);
         alwaysRun.set(a, (alwaysRun.get(a) ?? 0) + (alwaysRunPerGroup.get(g) ?? 0));
       }
-    await this.groups.addJobCounts(m, runId, recursive, alwaysRun);
+    await this.groups.addJobCounts(m, runId, recursive, alwaysRun, pending);
     await this.groups.setState(m, runId, [...recursive.keys()], 'running');
   }
 
@@ -207,10 +211,13 @@ export class JobGroupsService {
     return chain;
   }
 
-  /** Counts `n` new jobs into a locked chain; returns the groups whose status changed (a complete one runs again). */
-  async addJobs(m: EntityManager, chain: Chain, n: number, alwaysRun = 0): Promise<GroupStatusChange[]> {
+  /**
+   * Counts `n` new jobs (`alwaysRun` and `pending` of them so) into a locked chain; returns the groups whose status
+   * changed (a complete one runs again).
+   */
+  async addJobs(m: EntityManager, chain: Chain, n: number, alwaysRun = 0, pending = 0): Promise<GroupStatusChange[]> {
     const ids = chain.levels.map((l) => l.jobGroupId);
-    await this.groups.addCounts(m, chain.runId, ids, { nJobs: n, nAlwaysRunOpen: alwaysRun });
+    await this.groups.addCounts(m, chain.runId, ids, { nJobs: n, nAlwaysRunOpen: alwaysRun }, pending);
     await this.groups.setState(m, chain.runId, ids, 'running');
     return statusChanges(chain.levels.map((l) => ({ jobGroupId: l.jobGroupId, before: l, after: addTo(l, n) })));
   }
@@ -705,6 +712,7 @@ function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDe
     nProvisioning: c.nProvisioning - (active.nProvisioning ?? 0),
     nRunning: c.nRunning - (active.nRunning ?? 0),
     nRetrying: c.nRetrying - (active.nRetrying ?? 0),
+    nPending: c.nPending - (active.nPending ?? 0),
   };
 }
 

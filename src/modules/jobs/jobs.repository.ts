@@ -6,13 +6,13 @@ import {
   RUNNING_STATUSES,
   statusesOfOutcome,
 } from '../lifecycle/outcomes';
-import { FINISHED_STATUSES, QUEUED_STATUSES, type SubmissionStatus } from '../lifecycle/vocabulary';
+import { FINISHED_STATUSES, PENDING_STATUS, QUEUED_STATUSES, type SubmissionStatus } from '../lifecycle/vocabulary';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { randomUUID } from 'node:crypto';
 import { Brackets, DataSource, EntityManager } from 'typeorm';
 import type { NewJob } from './dto/job-spec';
 import { Job } from './entities/job.entity';
-import { HELD_PREDICATE, JobSubmission } from './entities/job-submission.entity';
+import { HELD_PREDICATE, JobSubmission, PENDING_PREDICATE } from './entities/job-submission.entity';
 
 /** Plans firstJobsOfRuns switches off for its one statement (see there). */
 const PLANNER_SETTINGS = ['enable_bitmapscan', 'enable_sort', 'enable_seqscan'] as const;
@@ -197,6 +197,30 @@ export class JobsRepository {
     );
   }
 
+  /**
+   * Per run, its jobs waiting for parents in the given groups (`abort` per group: always_run ones too): what a fresh
+   * cancellation shows as cancelled until their parents finish. Read through the pending submissions' own index.
+   */
+  async pendingInGroups(
+    runIds: string[],
+    groupIds: number[],
+    aborts: boolean[],
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<{ runId: string; n: number }[]> {
+    if (runIds.length === 0) return [];
+    // A pending job's only submission is its submission 0, pending too.
+    return m.query(
+      `SELECT s.run_id AS "runId", count(*)::int AS n
+         FROM job_submissions s
+         JOIN unnest($1::uuid[], $2::int[], $3::bool[]) AS g(run_id, job_group_id, abort)
+           ON s.run_id = g.run_id AND s.job_group_id = g.job_group_id
+         JOIN jobs j ON j.id = s.job_id
+        WHERE s.${PENDING_PREDICATE} AND (g.abort OR NOT j.always_run)
+        GROUP BY 1`,
+      [runIds, groupIds, aborts],
+    );
+  }
+
   /** Jobs of a run numbered from `fromJobNum` on (the ones a request just added). */
   jobsBetween(m: EntityManager, runId: string, fromJobNum: number, toJobNum: number): Promise<Job[]> {
     return m
@@ -305,14 +329,17 @@ export class JobsRepository {
   }
 
   /** Per run: jobs on workers and queued retries, from the job rows. */
-  async activeCounts(): Promise<{ runId: string; nProvisioning: number; nRunning: number; nRetrying: number }[]> {
+  async activeCounts(): Promise<
+    { runId: string; nProvisioning: number; nRunning: number; nRetrying: number; nPending: number }[]
+  > {
     return this.dataSource.query(
       `SELECT run_id AS "runId",
               count(*) FILTER (WHERE status = ANY($1::text[]))::int AS "nProvisioning",
               count(*) FILTER (WHERE status = ANY($2::text[]))::int AS "nRunning",
-              count(*) FILTER (WHERE status = ANY($3::text[]) AND latest_submission_num > 0)::int AS "nRetrying"
+              count(*) FILTER (WHERE status = ANY($3::text[]) AND latest_submission_num > 0)::int AS "nRetrying",
+              count(*) FILTER (WHERE status = $4)::int AS "nPending"
          FROM jobs GROUP BY run_id`,
-      [PROVISIONING_STATUSES, RUNNING_STATUSES, RETRY_QUEUED_STATUSES],
+      [PROVISIONING_STATUSES, RUNNING_STATUSES, RETRY_QUEUED_STATUSES, PENDING_STATUS],
     );
   }
 

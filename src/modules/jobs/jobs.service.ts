@@ -6,6 +6,7 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { UUID_PATTERN } from '../../common/validation/params';
 import { abortOf, type Cancellation, cancelledJobOutcome, effectiveJobStatus } from '../lifecycle/outcomes';
+import { PENDING_STATUS } from '../lifecycle/vocabulary';
 import {
   JobRequestDto,
   JobView,
@@ -131,8 +132,9 @@ export class JobsService implements OnModuleInit {
   }
 
   /**
-   * Per run, its jobs on workers (provisioning, running, terminating) in the given groups, by status: bounded by
-   * what runs at once, not by what the run holds.
+   * Per run, its jobs on workers (provisioning, running, terminating) in the given groups, by status, and its jobs
+   * there waiting for parents (`pending`; always_run ones left out unless aborted): bounded by what runs at once and
+   * what waits, not by what the run holds.
    */
   async activeInGroups(
     groupsByRun: Map<string, Map<number, Cancellation>>,
@@ -149,7 +151,11 @@ export class JobsService implements OnModuleInit {
       }
     }
     const out = new Map<string, Partial<Record<SubmissionStatus, number>>>();
-    for (const r of await this.jobs.activeInGroups(runIds, groupIds, aborts, m)) {
+    const [active, pending] = await Promise.all([
+      this.jobs.activeInGroups(runIds, groupIds, aborts, m),
+      this.jobs.pendingInGroups(runIds, groupIds, aborts, m),
+    ]);
+    for (const r of [...active, ...pending.map((p) => ({ ...p, status: PENDING_STATUS }))]) {
       const counts = out.get(r.runId) ?? {};
       counts[r.status as SubmissionStatus] = r.n;
       out.set(r.runId, counts);

@@ -3,6 +3,7 @@ import { EntityManager } from 'typeorm';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { DependenciesService } from '../jobs/dependencies.service';
 import { LifecycleEvents } from './lifecycle-events.service';
+import type { ActiveDelta } from './outcomes';
 import type { SubmissionStatus } from './vocabulary';
 
 /** A job of the run that has just reached its final outcome (after its retries). */
@@ -29,15 +30,17 @@ export class DependencyRelease {
   /**
    * `finished` are jobs of run `runId` now in their final status. `alsoLock` are groups whose chain the caller
    * counts right after (the parent's own), locked here in the same order when the cascade locks counters.
-   * Returns whether the cascade counted outcomes into the run's groups (the run's status may have changed).
+   * Returns whether the cascade counted outcomes into the run's groups (the run's status may have changed), and the
+   * move of the run's pending count (jobs released or ended left `pending`), for the caller's next write of the
+   * run's root counters (LOCK_ORDER: the root is locked last).
    */
   async afterFinal(
     m: EntityManager,
     runId: string,
     finished: readonly FinalJob[],
     alsoLock: number[] = [],
-  ): Promise<{ counted: boolean }> {
-    if (finished.length === 0) return { counted: false };
+  ): Promise<{ counted: boolean; pending: ActiveDelta }> {
+    if (finished.length === 0) return { counted: false, pending: {} };
     const failed = finished.filter((f) => f.status !== 'done').map((f) => f.jobId);
     const doomed = await this.deps.lockDoomed(m, failed);
     let counted = false;
@@ -56,6 +59,6 @@ export class DependencyRelease {
     }
     const released = await this.deps.release(m, [...finished.map((f) => f.jobId), ...doomed.map((d) => d.jobId)]);
     await this.events.jobs(m, released, 'submitted');
-    return { counted };
+    return { counted, pending: { nPending: -(doomed.length + released.length) } };
   }
 }

@@ -50,9 +50,11 @@ export class JobFinisher {
     const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
     let retry: CompleteResult['retry_submission'] = null;
     // A cancellation ends the job rather than retry it, unless it is always_run and the cancellation no abort.
+    let pending: ActiveDelta = {};
     if (chain.cancellation && !(job.alwaysRun && !(await this.abortInChain(m, s)))) {
       await this.subs.finishJob(m, job, status, reason, false);
-      if (job.hasDependents) await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }]);
+      if (job.hasDependents)
+        pending = (await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }])).pending;
     } else {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
       retry = { id: next.id, submission_num: next.submissionNum };
@@ -61,7 +63,7 @@ export class JobFinisher {
     await this.runStatus.refreshStatus(
       m,
       s.runId,
-      await this.groups.moveActive(m, s.runId, retry ? addDelta(delta, { nRetrying: 1 }) : delta),
+      await this.groups.moveActive(m, s.runId, addDelta(addDelta(delta, pending), { nRetrying: retry ? 1 : 0 })),
     );
     return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
   }
@@ -83,7 +85,7 @@ export class JobFinisher {
     reason: string,
     delta: ActiveDelta,
   ): Promise<CompleteResult> {
-    let cascade = { counted: false };
+    let cascade: { counted: boolean; pending: ActiveDelta } = { counted: false, pending: {} };
     let event: StatementRider | undefined;
     if (job.hasDependents) {
       // Its event, then its dependents (released or ended: their events follow its own in the feed), before its own
@@ -101,7 +103,7 @@ export class JobFinisher {
       s.runId,
       s.jobGroupId,
       OUTCOME_OF_STATUS[status as FinishedStatus],
-      delta,
+      addDelta(delta, cascade.pending),
       job.alwaysRun,
       event,
     );

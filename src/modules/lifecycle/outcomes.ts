@@ -46,6 +46,8 @@ export interface ActiveDelta {
   nProvisioning?: number;
   nRunning?: number;
   nRetrying?: number;
+  /** Jobs leaving (-) or entering (+) `pending`, waiting for their parents. */
+  nPending?: number;
 }
 
 /** The active count a submission occupies on its run while in `status` (`sign` -1 when it leaves that status). */
@@ -61,6 +63,7 @@ export function addDelta(a: ActiveDelta, b: ActiveDelta): ActiveDelta {
     nProvisioning: (a.nProvisioning ?? 0) + (b.nProvisioning ?? 0),
     nRunning: (a.nRunning ?? 0) + (b.nRunning ?? 0),
     nRetrying: (a.nRetrying ?? 0) + (b.nRetrying ?? 0),
+    nPending: (a.nPending ?? 0) + (b.nPending ?? 0),
   };
 }
 

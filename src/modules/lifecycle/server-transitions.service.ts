@@ -88,7 +88,7 @@ export class ServerTransitionsService implements OnModuleInit {
           done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
         );
         if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
-        await this.runStatus.moveActive(m, c.runId, { nRetrying: -done.retries });
+        await this.runStatus.moveActive(m, c.runId, { nRetrying: -done.retries, nPending: cascade.pending.nPending });
         if (cascade.counted) await this.runStatus.refreshStatus(m, c.runId);
         return done.n;
       });

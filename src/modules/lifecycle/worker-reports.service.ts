@@ -132,6 +132,7 @@ export class WorkerReportsService {
             c.runId,
             done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
           );
+          bump(c.runId, cascade.pending);
           if (cascade.counted) refresh.add(c.runId);
           continue;
         }

@@ -6,20 +6,23 @@ import type { JobCounts } from './dto/run-view.dto';
  * A run's jobs by the status its views show, from its root group's counters: done, failed, aborted and terminated
  * are counted outcomes (a cancellation counts the jobs it stops when it happens, so a job under a cancelled group
  * is `terminated`/`aborted` here as in the job views); the jobs not yet counted are split by the run's active
- * counts, less `onWorkersCancelled` (jobs still on workers below a cancellation: those show as cancelled).
+ * counts and its pending jobs (waiting for parents), less `cancelled` (jobs still on workers or pending below a
+ * cancellation: those show as cancelled).
  *
  * The counters keep `running` and `terminating` as one count (no transition sets `terminating` today); they show
  * as `running`.
  */
 export function deriveJobCounts(
   root: Counts & ActiveCounts,
-  onWorkersCancelled: Partial<Record<SubmissionStatus, number>> = {},
+  cancelled: Partial<Record<SubmissionStatus, number>> = {},
 ): JobCounts {
   const notCounted = root.nJobs - root.nCompleted;
-  const provisioning = root.nProvisioning - (onWorkersCancelled.provisioning ?? 0);
-  const running = root.nRunning - (onWorkersCancelled.running ?? 0) - (onWorkersCancelled.terminating ?? 0);
+  const pending = root.nPending - (cancelled.pending ?? 0);
+  const provisioning = root.nProvisioning - (cancelled.provisioning ?? 0);
+  const running = root.nRunning - (cancelled.running ?? 0) - (cancelled.terminating ?? 0);
   const all: JobCounts = {
-    submitted: notCounted - provisioning - running,
+    pending,
+    submitted: notCounted - pending - provisioning - running,
     provisioning,
     running,
     done: root.nSucceeded,

@@ -24,6 +24,7 @@ import { RunAccessService } from './run-access.service';
 import { RunStatusService } from './run-status.service';
 import { RunViewsService } from './run-views.service';
 import { required } from '../../common/required';
+import { PENDING_STATUS } from '../lifecycle/vocabulary';
 
 /**
  * What a module above runs does when a run is deleted, inside the deleting transaction (after the run is marked
@@ -137,7 +138,8 @@ export class RunCommandsService implements OnModuleInit {
               perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
               if (j.alwaysRun) alwaysRun.set(j.jobGroupId, (alwaysRun.get(j.jobGroupId) ?? 0) + 1);
             }
-            await this.groups.countNewJobs(m, run.id, ancestors, perGroup, alwaysRun);
+            const pending = newJobs.filter((j) => j.status === PENDING_STATUS).length;
+            await this.groups.countNewJobs(m, run.id, ancestors, perGroup, alwaysRun, pending);
             return this.views.viewOf(
               run,
               access.projectName,

@@ -55,13 +55,13 @@ export class RunStatusService {
 
   /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and re-derives its status. */
   async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<void> {
-    if (!d.nProvisioning && !d.nRunning && !d.nRetrying) return;
+    if (!d.nProvisioning && !d.nRunning && !d.nRetrying && !d.nPending) return;
     await this.refreshStatus(m, runId, await this.groups.moveActive(m, runId, d));
   }
 
   /** Invariants 1 and 6 for runs: active counts match the jobs, status is what the counters derive, root = run. */
   async runMismatches(
-    active: { runId: string; nProvisioning: number; nRunning: number; nRetrying: number }[],
+    active: { runId: string; nProvisioning: number; nRunning: number; nRetrying: number; nPending: number }[],
   ): Promise<string[]> {
     const byRun = new Map(active.map((a) => [a.runId, a]));
     const runs = await this.runs.allRuns();
@@ -69,16 +69,17 @@ export class RunStatusService {
     const stops = await this.groups.effectiveCancellations(runs.map((r) => r.id));
     const out: string[] = [];
     for (const r of runs) {
-      const a = byRun.get(r.id) ?? { nProvisioning: 0, nRunning: 0, nRetrying: 0 };
+      const a = byRun.get(r.id) ?? { nProvisioning: 0, nRunning: 0, nRetrying: 0, nPending: 0 };
       const root = roots.get(r.id);
       if (!root) {
         out.push(`run ${r.id}: has no job group 0`);
         continue;
       }
-      if (a.nProvisioning !== root.nProvisioning || a.nRunning !== root.nRunning || a.nRetrying !== root.nRetrying) {
+      const counted = [root.nProvisioning, root.nRunning, root.nRetrying, root.nPending];
+      const actual = [a.nProvisioning, a.nRunning, a.nRetrying, a.nPending];
+      if (counted.some((n, i) => n !== actual[i])) {
         out.push(
-          `run ${r.id}: active counts ${JSON.stringify([root.nProvisioning, root.nRunning, root.nRetrying])} but ` +
-            `jobs say ${JSON.stringify([a.nProvisioning, a.nRunning, a.nRetrying])}`,
+          `run ${r.id}: active and pending counts ${JSON.stringify(counted)} but jobs say ${JSON.stringify(actual)}`,
         );
       }
       const rootStop = stops.get(r.id)?.get(0);

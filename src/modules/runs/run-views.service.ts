@@ -141,15 +141,15 @@ export class RunViewsService {
 
   /**
    * Runs' job_counts from their root counters: one index read per run. Only a run with a cancelled group and jobs
-   * on workers needs more (those jobs show as cancelled but still sit in its active counts): then its counters, its
-   * cancellations and its jobs on workers are read again in one snapshot, so the counts stay exact.
+   * on workers or pending needs more (those jobs show as cancelled but still sit in its active or pending counts):
+   * then its counters, its cancellations and those jobs are read again in one snapshot, so the counts stay exact.
    */
   private async jobCounts(runIds: string[], m?: EntityManager): Promise<Map<string, JobCounts>> {
     const roots = await this.groups.rootCountersOf(runIds, m);
     const out = new Map<string, JobCounts>();
     const needy: string[] = [];
     for (const [runId, root] of roots) {
-      if (root.anyCancelled && root.nProvisioning + root.nRunning > 0) needy.push(runId);
+      if (root.anyCancelled && root.nProvisioning + root.nRunning + root.nPending > 0) needy.push(runId);
       else out.set(runId, deriveJobCounts(root));
     }
     if (needy.length === 0) return out;
@@ -158,7 +158,7 @@ export class RunViewsService {
         this.groups.rootCountersOf(needy, em),
         this.groups.effectiveCancellations(needy, em),
       ]);
-      // Jobs on workers below a cancellation count as cancelled, but for always_run ones it spared.
+      // Jobs on workers or pending below a cancellation count as cancelled, but for always_run ones it spared.
       const onWorkers = await this.jobs.activeInGroups(cancellations, em);
       for (const [runId, root] of again) out.set(runId, deriveJobCounts(root, onWorkers.get(runId)));
     };

@@ -2,7 +2,13 @@ import { Check, Column, Entity, ForeignKey, Index, PrimaryColumn } from 'typeorm
 import { numericToNumber } from '../../../infra/database/numeric.transformer';
 import { RUNNING_STATUSES } from '../../lifecycle/outcomes';
 import { sqlIn } from '../../lifecycle/sql';
-import { HELD_STATUSES, QUEUED_STATUSES, SUBMISSION_STATUSES, type SubmissionStatus } from '../../lifecycle/vocabulary';
+import {
+  HELD_STATUSES,
+  PENDING_STATUS,
+  QUEUED_STATUSES,
+  SUBMISSION_STATUSES,
+  type SubmissionStatus,
+} from '../../lifecycle/vocabulary';
 
 /**
  * Predicates of the partial indexes, as constants (see lifecycle/sql.ts): the lifecycle's statements use these same
@@ -11,6 +17,7 @@ import { HELD_STATUSES, QUEUED_STATUSES, SUBMISSION_STATUSES, type SubmissionSta
 export const QUEUED_PREDICATE = sqlIn('status', QUEUED_STATUSES);
 export const HELD_PREDICATE = sqlIn('status', HELD_STATUSES);
 export const RUNNING_PREDICATE = sqlIn('status', RUNNING_STATUSES);
+export const PENDING_PREDICATE = sqlIn('status', [PENDING_STATUS]);
 /** The queue as a worker without a container runtime sees it: its own partial index. */
 export const QUEUED_NO_CONTAINER_PREDICATE = `${QUEUED_PREDICATE} AND NOT needs_container`;
 
@@ -24,6 +31,8 @@ export const QUEUED_NO_CONTAINER_PREDICATE = `${QUEUED_PREDICATE} AND NOT needs_
 @Index('idx_job_submissions_lease', ['leaseExpiresAt'], { where: HELD_PREDICATE })
 @Index('idx_job_submissions_deadline', ['deadlineAt'], { where: `${RUNNING_PREDICATE} AND deadline_at IS NOT NULL` })
 @Index('idx_job_submissions_run_id_job_group_id', ['runId', 'jobGroupId'], { where: QUEUED_PREDICATE })
+/** Submission 0 of jobs waiting for their parents, by group: the few a fresh cancellation shows as cancelled. */
+@Index('idx_job_submissions_pending', ['runId', 'jobGroupId'], { where: PENDING_PREDICATE })
 @Check('ck_job_submissions_status', sqlIn('status', SUBMISSION_STATUSES))
 export class JobSubmission {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_submissions' })
