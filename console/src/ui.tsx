@@ -194,3 +194,34 @@ export function Counts({
     </span>
   );
 }
+
+/** Job statuses in lifecycle order: waiting on parents, queued, on a worker, then the ends. */
+const LIFECYCLE = [
+  'pending',
+  'submitted',
+  'provisioning',
+  'running',
+  'terminating',
+  'done',
+  'failed',
+  'terminated',
+  'aborted',
+];
+
+/** A run's jobs by status: whatever keys the server sent (statuses with no job are left out), in lifecycle order. */
+export function JobCounts({ counts }: { counts: Partial<Record<string, number>> }) {
+  const rank = (k: string) => (LIFECYCLE.includes(k) ? LIFECYCLE.indexOf(k) : LIFECYCLE.length);
+  const keys = Object.keys(counts)
+    .filter((k) => typeof counts[k] === 'number')
+    .sort((a, b) => rank(a) - rank(b));
+  if (keys.length === 0) return <span class="muted">no jobs</span>;
+  return (
+    <ul class="job-counts" data-testid="job-counts">
+      {keys.map((k) => (
+        <li key={k}>
+          <Status status={k} /> {counts[k]}
+        </li>
+      ))}
+    </ul>
+  );
+}

@@ -182,6 +182,61 @@ describe('the web console in a real browser', () => {
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
+  it('shows a job waiting on its parent, its parents and its dependents as links, paged', async () => {
+    // b depends on a, and so do the 51 replicas of fan; no worker claims a, so all of them stay pending.
+    const run = await makeRun(t, owner, project, {
+      run_name: 'chain',
+      jobs: [
+        { name: 'a', ref: 'a', spec: jobSpec() },
+        { name: 'b', ref: 'b', depends_on: ['a'], spec: jobSpec() },
+        { name: 'fan', replicas: 51, depends_on: ['a'], spec: jobSpec() },
+      ],
+    });
+    const a = run.jobs.find((j: any) => j.job_name === 'a') as any;
+    const b = run.jobs.find((j: any) => j.job_name === 'b') as any;
+    expect(b.status).toBe('pending');
+    const [aName, bName] = [`#${a.job_num} a`, `#${b.job_num} b`];
+
+    await page.goto(`${base}/projects/${project}/runs/${run.id}`);
+    const bLink = page.getByRole('link', { name: `#${b.job_num}`, exact: true });
+    const row = page.getByTestId('job-row').filter({ has: bLink });
+    await row.locator('.status-pending').waitFor();
+    await expect(row.getByTestId('waits-on').textContent()).resolves.toContain('waits on 1');
+    // The run's counts are whatever job_counts holds (pending too, once the server counts it).
+    const counts = (await api(owner, 'get', `/api/v1/projects/${project}/runs/${run.id}?jobs_limit=0`)).job_counts;
+    expect(Object.values(counts).reduce((x: number, y) => x + Number(y), 0)).toBe(53);
+    const shown = page.getByTestId('job-counts');
+    for (const [status, n] of Object.entries(counts)) await shown.getByText(`${status} ${String(n)}`).waitFor();
+    await checkPage('run-pending');
+
+    await row.getByRole('link').click();
+    await page.waitForURL(new RegExp(`/jobs/${b.id}$`));
+    await page.locator('h1 .status-pending').waitFor();
+    const parents = page.getByTestId('depends-on');
+    await parents.getByText('Waiting on 1 of 1 parent.').waitFor();
+    await checkPage('job-pending');
+
+    await parents.getByRole('link', { name: aName }).click();
+    await page.waitForURL(new RegExp(`/jobs/${a.id}$`));
+    // a has no parents; its 52 children come 50 at a time.
+    const children = page.getByTestId('dependents');
+    await children.getByRole('link').nth(49).waitFor();
+    expect(await page.getByTestId('depends-on').count()).toBe(0);
+    await children.getByRole('button', { name: 'More dependents' }).click();
+    await children.getByRole('link').nth(51).waitFor();
+    expect(await children.getByRole('link').count()).toBe(52);
+    await expect(children.locator('.status-pending').count()).resolves.toBe(52);
+    await checkPage('job-dependents');
+
+    await children.getByRole('link', { name: bName }).click();
+    await page.waitForURL(new RegExp(`/jobs/${b.id}$`));
+    await page.getByTestId('depends-on').getByRole('link', { name: aName }).waitFor();
+    // Opened by a deep link (nothing cached): the page still finds the job's parents.
+    await page.reload();
+    await page.getByRole('heading', { name: `Job ${bName} pending` }).waitFor();
+    await page.getByTestId('depends-on').getByRole('link', { name: aName }).waitFor();
+  });
+
   it('lists runs with filters and live updates, and stops a run after confirmation', async () => {
     await page.goto(`${base}/projects/${project}/runs`);
     await page.getByText('● live').waitFor();

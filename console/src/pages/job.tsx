@@ -3,7 +3,7 @@ import { api, auth, call, money, type Submission } from '../api';
 import { enc, Link, navigate, query } from '../router';
 import { followSse } from '../sse';
 import { CopyId, ErrorState, Loading, Status, Time } from '../ui';
-import { jobCache } from './jobs-table';
+import { Dependents, DependsOn, jobLabel, useJobView } from './job-deps';
 
 /** The job's submissions, newest first, one keyset page at a time (a job may have been retried many times). */
 function useHistory(project: string, runId: string, jobId: string) {
@@ -104,7 +104,7 @@ export function JobPage(props: { project: string; runId: string; jobId: string; 
   const { project, runId, jobId } = props;
   const chosen = props.q.get('submission');
   const history = useHistory(project, runId, jobId);
-  const job = jobCache.get(jobId);
+  const job = useJobView({ project, runId }, jobId);
   const latest = history.items[0];
   const folded = new Map<string, number>();
   for (const s of history.items.slice(1)) {
@@ -123,8 +123,7 @@ export function JobPage(props: { project: string; runId: string; jobId: string; 
       </nav>
       <div class="title-row">
         <h1>
-          {job ? `Job #${job.job_num}${job.replica_num ? `.${job.replica_num}` : ''} ${job.job_name}` : 'Job'}{' '}
-          <Status status={latest?.status} />
+          {job ? `Job ${jobLabel(job)}` : 'Job'} <Status status={latest?.status ?? job?.status} />
         </h1>
       </div>
       <dl class="facts">
@@ -158,6 +157,8 @@ export function JobPage(props: { project: string; runId: string; jobId: string; 
           </dd>
         </div>
       </dl>
+      {job && <DependsOn path={{ project, runId }} job={job} waiting={(latest?.status ?? job.status) === 'pending'} />}
+      <Dependents path={{ project, runId }} jobId={jobId} />
       {folded.size > 0 && (
         <p data-testid="folded">
           Earlier submissions:{' '}

@@ -134,6 +134,12 @@ export function JobsTable(props: {
                 <td>{j.job_group_id}</td>
                 <td>
                   <Status status={j.status} />
+                  {j.status === 'pending' && j.n_pending_parents > 0 && (
+                    <span class="hint" data-testid="waits-on">
+                      {' '}
+                      waits on {j.n_pending_parents}
+                    </span>
+                  )}
                 </td>
                 <td class="ellipsis">
                   {j.termination_reason ?? ''}

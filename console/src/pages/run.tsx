@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, ApiFailure, auth, call, money, type Run } from '../api';
 import { enc, Link, navigate, query } from '../router';
 import { followSse } from '../sse';
-import { Confirm, CopyId, Counts, ErrorState, Loading, Status, Time, useLoad } from '../ui';
+import { Confirm, CopyId, Counts, ErrorState, JobCounts, Loading, Status, Time, useLoad } from '../ui';
 import { GroupTree, loadGroup } from './group-tree';
 import { JobsTable } from './jobs-table';
 
@@ -141,6 +141,12 @@ export function RunPage({ project, runId, q }: { project: string; runId: string;
         <div>
           <dt>Cost</dt>
           <dd data-testid="run-cost">{money(r.cost.total_usd)}</dd>
+        </div>
+        <div>
+          <dt>Jobs</dt>
+          <dd>
+            <JobCounts counts={r.job_counts} />
+          </dd>
         </div>
         <div>
           <dt>Status message</dt>
