@@ -1127,6 +1127,8 @@ export interface components {
             depends_on: string[];
             /** @description Parents not finished yet; the job is `pending` while above 0. */
             n_pending_parents: number;
+            /** @description Runs once its parents have finished, whatever their outcome; a cancellation (not an abort) spares it. */
+            always_run: boolean;
             submission_count: number;
             /** @description Submissions not listed, counted by termination reason. */
             folded_submissions: {

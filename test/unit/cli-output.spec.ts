@@ -84,6 +84,7 @@ describe('CLI output', () => {
       cancelled_job_group_id: null,
       depends_on: [],
       n_pending_parents: 0,
+      always_run: false,
       submission_count: s.submission_num === undefined ? 1 : s.submission_num + 1,
       folded_submissions: {},
       latest_job_submission: submission(s),

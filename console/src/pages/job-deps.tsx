@@ -80,8 +80,7 @@ export function DependsOn({ path, job, waiting }: { path: Path; job: Job; waitin
         () => undefined, // the ids stay shown as ids
       );
   }, [job.id]);
-  // always_run is not in the API's JobView (yet); shown when a server sends it.
-  const alwaysRun = (job as Job & { always_run?: boolean }).always_run === true;
+  const alwaysRun = job.always_run === true;
   if (job.depends_on.length === 0 && !alwaysRun) return null;
   return (
     <section aria-labelledby="depends-on" data-testid="depends-on">

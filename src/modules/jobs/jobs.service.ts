@@ -318,6 +318,7 @@ export function toJobView(
     cancelled_job_group_id: effective.cancelledBy?.jobGroupId ?? null,
     depends_on: parents,
     n_pending_parents: job.nPendingParents,
+    always_run: job.alwaysRun,
     submission_count: job.submissionCount,
     folded_submissions: job.foldedSubmissions,
     latest_job_submission: latest,

@@ -265,6 +265,11 @@ export class JobView {
   })
   n_pending_parents!: number;
 
+  @ApiProperty({
+    description: 'Runs once its parents have finished, whatever their outcome; a cancellation (not an abort) spares it.',
+  })
+  always_run!: boolean;
+
   @ApiProperty({ type: 'integer', minimum: 0 })
   submission_count!: number;
 
