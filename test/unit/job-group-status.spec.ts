@@ -3,7 +3,7 @@ import { GroupCounts } from '../../src/modules/job-groups/dto/job-group.dto';
 import { type Cancellation, cancelledJobOutcome } from '../../src/modules/lifecycle/outcomes';
 import { SYSTEM_CANCEL_REASONS } from '../../src/modules/lifecycle/vocabulary';
 import type { Counts } from '../../src/modules/job-groups/job-groups.repository';
-import { effectiveCounts, groupStatus } from '../../src/modules/job-groups/job-groups.service';
+import { effectiveCounts, groupStatus } from '../../src/modules/job-groups/group-counts';
 import { isAllowedPair } from '../../src/modules/lifecycle/vocabulary';
 
 const counts = (c: Partial<GroupCounts>): GroupCounts => ({

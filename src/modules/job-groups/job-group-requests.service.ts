@@ -8,6 +8,7 @@ import { Page } from '../../common/pagination/cursor';
 import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView } from './dto/job-group.dto';
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
+import { JobGroupViewsService } from './job-group-views.service';
 import { JobGroupsService } from './job-groups.service';
 import { cancellationEvents, groupStatusEvents, jobStatusEvent } from '../events/event-types';
 import { EventsService } from '../events/events.service';
@@ -33,6 +34,7 @@ export class JobGroupRequestsService {
     private readonly runStatus: RunStatusService,
     private readonly runViews: RunViewsService,
     private readonly groups: JobGroupsService,
+    private readonly groupViews: JobGroupViewsService,
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
     private readonly billing: BillingService,
@@ -61,10 +63,10 @@ export class JobGroupRequestsService {
               body.attributes ?? {},
               body.cancel_after_n_failures ?? null,
             );
-            return this.groups.get(run.id, id, m);
+            return this.groupViews.get(run.id, id, m);
           },
           idOf: (group) => String(group.job_group_id),
-          replay: (id) => this.groups.get(run.id, Number(id), m),
+          replay: (id) => this.groupViews.get(run.id, Number(id), m),
         },
       ),
     );
@@ -161,7 +163,7 @@ export class JobGroupRequestsService {
   /** A group with its whole subtree's counts and cost (exact now, running work included). */
   async get(principal: Principal, project: string, runId: string, jobGroupId: number): Promise<JobGroupWithCost> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    return this.withCost(run.id, await this.groups.get(run.id, jobGroupId));
+    return this.withCost(run.id, await this.groupViews.get(run.id, jobGroupId));
   }
 
   async children(
@@ -173,7 +175,7 @@ export class JobGroupRequestsService {
     cursor?: string,
   ): Promise<Page<JobGroupWithCost>> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    const page = await this.groups.children(run.id, jobGroupId, limit, cursor);
+    const page = await this.groupViews.children(run.id, jobGroupId, limit, cursor);
     // One cost read per child (each a few index reads on the child's own aggregate rows), at most a page of them.
     const items: JobGroupWithCost[] = [];
     for (const g of page.items) items.push(await this.withCost(run.id, g));
@@ -182,7 +184,7 @@ export class JobGroupRequestsService {
 
   async cost(principal: Principal, project: string, runId: string, jobGroupId: number): Promise<CostReport> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    await this.groups.requireGroup(run.id, jobGroupId);
+    await this.groupViews.requireGroup(run.id, jobGroupId);
     return this.billing.groupCost(run.id, jobGroupId);
   }
 
@@ -199,11 +201,11 @@ export class JobGroupRequestsService {
     q: { recursive?: boolean; status?: string; limit: number; cursor?: string },
   ): Promise<Page<JobView>> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    await this.groups.requireGroup(run.id, jobGroupId);
+    await this.groupViews.requireGroup(run.id, jobGroupId);
     const groupIds = q.recursive
       ? jobGroupId === 0
         ? undefined
-        : await this.groups.subtreeIds(run.id, jobGroupId)
+        : await this.groupViews.subtreeIds(run.id, jobGroupId)
       : [jobGroupId];
     const statuses = q.status
       ? q.status
@@ -211,7 +213,7 @@ export class JobGroupRequestsService {
           .map((s) => s.trim())
           .filter(Boolean)
       : [];
-    const cancellations = (await this.groups.effectiveCancellations([run.id])).get(run.id) ?? new Map();
+    const cancellations = (await this.groupViews.effectiveCancellations([run.id])).get(run.id) ?? new Map();
     const page = await this.jobs.listJobs(run.id, groupIds, statuses, cancellations, q.limit, q.cursor);
     await this.runViews.fillSubmissionCosts(page.items);
     return page;

@@ -1,31 +1,27 @@
-import type { StatementRider } from '../../infra/database/rider';
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
-import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
-import {
-  abortOf,
-  type Cancellation,
-  cancelledJobOutcome,
-  type JobOutcome,
-  outcomeDelta,
-  stopsAlwaysRun,
-} from '../lifecycle/outcomes';
-import { GroupCounts, GroupStatus, JobGroupView, MAX_DEPTH, toCancellationView } from './dto/job-group.dto';
-import type { DirectOutcomes } from '../jobs/jobs.service';
-import { JobGroup } from './entities/job-group.entity';
-import {
-  ActiveCounts,
-  ActiveDelta,
-  ChainLevel,
-  Counts,
-  CountsDelta,
-  JobGroupsRepository,
-  NewGroup,
-} from './job-groups.repository';
 import { required } from '../../common/required';
+import type { StatementRider } from '../../infra/database/rider';
+import { type Cancellation, cancelledJobOutcome, type JobOutcome, outcomeDelta } from '../lifecycle/outcomes';
+import { MAX_DEPTH } from './dto/job-group.dto';
+import {
+  addTo,
+  completeIds,
+  effectiveCounts,
+  type GroupStatusChange,
+  groupStatus,
+  type RootChange,
+  type RootState,
+  statusChanges,
+  subtract,
+} from './group-counts';
+import { type GroupTreeRequest, planTree } from './group-tree';
+import { ActiveDelta, ChainLevel, Counts, CountsDelta, JobGroupsRepository } from './job-groups.repository';
 
-export type { ActiveCounts, ActiveDelta, Counts };
+// Types other modules import from here (their module's public face), wherever in this module they are defined.
+export type { ActiveCounts, ActiveDelta, Counts } from './job-groups.repository';
+export type { GroupStatusChange, GroupTreeRequest, RootChange, RootState };
 
 /** A group and its ancestors with their counters locked (deepest first), and the cancellation that applies, if any. */
 export interface Chain {
@@ -34,34 +30,6 @@ export interface Chain {
   cancellation: Cancellation | null;
   /** Reason of a cancellation of group 0 itself (a stopped run), if any. */
   stopReason: string | null;
-}
-
-/** A group whose status (as its view shows it) changed in the caller's transaction, and its new status. */
-export interface GroupStatusChange {
-  jobGroupId: number;
-  status: GroupStatus;
-}
-
-export interface GroupTreeRequest {
-  ref: string;
-  parentRef?: string;
-  attributes?: Record<string, unknown>;
-  cancelAfterNFailures?: number;
-}
-
-/** What a run's status derives from: its root group's counters and active counts, and a stop (group 0 cancelled). */
-export interface RootState {
-  counts: Counts & ActiveCounts;
-  stopReason: string | null;
-}
-
-/**
- * A transaction's change to a run's root, both ends taken while holding the root's counters row: the state it
- * found (the last committed one) and the state it leaves.
- */
-export interface RootChange {
-  before: RootState;
-  after: RootState;
 }
 
 const groupCancelled = (id: number, c: Cancellation) =>
@@ -84,53 +52,7 @@ export class JobGroupsService {
     root: { cancelAfterNFailures?: number },
     requested: GroupTreeRequest[],
   ): Promise<{ ids: Map<string, number>; ancestors: Map<number, number[]> }> {
-    const ids = new Map<string, number>();
-    const byRef = new Map<string, GroupTreeRequest>();
-    requested.forEach((g, i) => {
-      if (byRef.has(g.ref)) throw fieldError(`job_groups[${i}].ref`, `duplicates ref ${g.ref}`);
-      byRef.set(g.ref, g);
-    });
-    const rows: NewGroup[] = [
-      {
-        jobGroupId: 0,
-        parentId: null,
-        depth: 0,
-        attributes: {},
-        cancelAfterNFailures: root.cancelAfterNFailures ?? null,
-      },
-    ];
-    const ancestors = new Map<number, number[]>([[0, [0]]]);
-    const place = (g: GroupTreeRequest, path: string[]): number => {
-      const known = ids.get(g.ref);
-      if (known !== undefined) return known;
-      if (path.includes(g.ref))
-        throw fieldError('job_groups', `parent_ref cycle through ${[...path, g.ref].join(' → ')}`);
-      let parentId = 0;
-      if (g.parentRef !== undefined) {
-        const parent = byRef.get(g.parentRef);
-        if (!parent) throw fieldError('job_groups.parent_ref', `names unknown ref ${g.parentRef}`);
-        parentId = place(parent, [...path, g.ref]);
-      }
-      const chain = [rows.length, ...required(ancestors.get(parentId), `the ancestors of group ${parentId}`)];
-      const depth = chain.length - 1;
-      if (depth > MAX_DEPTH)
-        throw new DomainError(
-          'MAX_DEPTH_EXCEEDED',
-          `job group ${g.ref} would be at depth ${depth}; at most ${MAX_DEPTH} levels below the root`,
-        );
-      const id = rows.length;
-      rows.push({
-        jobGroupId: id,
-        parentId,
-        depth,
-        attributes: g.attributes ?? {},
-        cancelAfterNFailures: g.cancelAfterNFailures ?? null,
-      });
-      ancestors.set(id, chain);
-      ids.set(g.ref, id);
-      return id;
-    };
-    requested.forEach((g) => place(g, []));
+    const { rows, ids, ancestors } = planTree(root, requested);
     await this.groups.insertGroups(m, runId, rows, ancestors);
     return { ids, ancestors };
   }
@@ -289,12 +211,7 @@ export class JobGroupsService {
       increments.set(c.ancestorId, (increments.get(c.ancestorId) ?? 0) + n);
     }
     const updated = await this.groups.addCancelledCounts(m, runId, increments);
-    await this.groups.setState(
-      m,
-      runId,
-      updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId),
-      'complete',
-    );
+    await this.groups.setState(m, runId, completeIds(updated), 'complete');
     const before = new Map(rows.map((r) => [r.jobGroupId, r]));
     const changes = statusChanges(
       updated.map((u) => ({
@@ -336,12 +253,7 @@ export class JobGroupsService {
       const is = groupStatus(effectiveCounts(now, under[i]), under[i]);
       if (was !== is) changes.push({ jobGroupId: l.jobGroupId, status: is });
     });
-    await this.groups.setState(
-      m,
-      chain.runId,
-      updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId),
-      'complete',
-    );
+    await this.groups.setState(m, chain.runId, completeIds(updated), 'complete');
     const root = chain.levels[chain.levels.length - 1];
     const rootAfter = { ...root, ...required(after.get(root.jobGroupId), 'the root counters') };
     return {
@@ -370,12 +282,7 @@ export class JobGroupsService {
     levels: ChainLevel[],
     outcome: JobOutcome,
   ): Promise<{ cancellations: Cancellation[]; root: RootState; cancelledUpTo: number }> {
-    await this.groups.setState(
-      m,
-      chain.runId,
-      levels.filter((l) => l.nCompleted === l.nJobs).map((l) => l.jobGroupId),
-      'complete',
-    );
+    await this.groups.setState(m, chain.runId, completeIds(levels), 'complete');
     const made: Cancellation[] = [];
     let cancelledUpTo = -1;
     if (outcome === 'failed') {
@@ -476,32 +383,8 @@ export class JobGroupsService {
       levels.map((l) => l.jobGroupId),
       { nCompleted: k, nCancelled: k, nAborted: abort ? k : 0, nAlwaysRunOpen: abort ? -open : 0 },
     );
-    await this.groups.setState(
-      m,
-      runId,
-      updated.filter((u) => u.nCompleted === u.nJobs).map((u) => u.jobGroupId),
-      'complete',
-    );
+    await this.groups.setState(m, runId, completeIds(updated), 'complete');
     return { cancellation, updated };
-  }
-
-  /** The root's counters and its cancellation reason, read fresh (call with the run row locked). */
-  async rootState(m: EntityManager, runId: string): Promise<RootState> {
-    const counts = await this.groups.countsOf(runId, 0, m);
-    if (!counts) throw notFound('job group 0');
-    const [root] = await this.groups.chainCancellations(runId, 0, m);
-    return { counts, stopReason: root?.reason ?? null };
-  }
-
-  /** Every cancellation over a group (its own and its ancestors'), earliest first. */
-  chainCancellations(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation[]> {
-    return this.groups.chainCancellations(runId, jobGroupId, m);
-  }
-
-  /** The cancellation in force for a group (its own or an ancestor's), or null. */
-  async cancellationOf(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation | null> {
-    const [c = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
-    return c;
   }
 
   /** Cancellations whose queued submissions are not all terminated yet, oldest first. */
@@ -512,285 +395,4 @@ export class JobGroupsService {
   markSwept(m: EntityManager, runId: string, jobGroupId: number): Promise<void> {
     return this.groups.markSwept(m, runId, jobGroupId);
   }
-
-  /**
-   * Invariant 1: every group's counts (as shown) equal the sum over the jobs of its whole subtree, where a job
-   * not yet counted is cancelled if a group above it is cancelled and active otherwise. `direct` are per-group
-   * job tallies from the jobs module. Returns one line per mismatch.
-   */
-  async counterMismatches(direct: DirectOutcomes[]): Promise<string[]> {
-    const cancellations = await this.effectiveCancellations(await this.groups.cancelledRunIds());
-    const key = (run: string, g: number) => `${run}/${g}`;
-    const expected = new Map<string, GroupCounts>();
-    const expectedAborted = new Map<string, number>();
-    const expectedOpen = new Map<string, number>();
-    const abortedBy = (runId: string, g: number) => {
-      const c = cancellations.get(runId)?.get(g);
-      return c !== undefined && cancelledJobOutcome(c).status === 'aborted';
-    };
-    /** An abort lies over the group (maybe above its earliest cancellation): always_run jobs there are stopped. */
-    const abortOver = (runId: string, g: number) => abortOf(cancellations.get(runId)?.get(g)) !== null;
-    const tally = new Map(direct.map((d) => [key(d.runId, d.jobGroupId), d]));
-    for (const { runId, jobGroupId, ancestorId } of await this.groups.allClosure()) {
-      const d = tally.get(key(runId, jobGroupId));
-      if (!d) continue;
-      const cancelledBelow = cancellations.get(runId)?.has(jobGroupId) ?? false;
-      const e = expected.get(key(runId, ancestorId)) ?? {
-        n_jobs: 0,
-        n_completed: 0,
-        n_succeeded: 0,
-        n_failed: 0,
-        n_cancelled: 0,
-      };
-      // Uncounted always_run jobs below a cancellation still run (count later) unless it was an abort.
-      const stopped = d.nUncounted - (abortOver(runId, jobGroupId) ? 0 : d.nUncountedAlwaysRun);
-      const cancelled = d.nCancelled + (cancelledBelow ? stopped : 0);
-      e.n_jobs += d.nJobs;
-      e.n_succeeded += d.nSucceeded;
-      e.n_failed += d.nFailed;
-      e.n_cancelled += cancelled;
-      e.n_completed += d.nSucceeded + d.nFailed + cancelled;
-      expected.set(key(runId, ancestorId), e);
-      // An abort above an earlier cancellation counted the always_run jobs that one had left running.
-      const aborted =
-        d.nAborted +
-        (abortedBy(runId, jobGroupId)
-          ? d.nUncounted
-          : abortOver(runId, jobGroupId) && cancelledBelow
-            ? d.nUncountedAlwaysRun
-            : 0);
-      expectedAborted.set(key(runId, ancestorId), (expectedAborted.get(key(runId, ancestorId)) ?? 0) + aborted);
-      // Uncounted always_run jobs stay open on every level but those an abort counted them on.
-      const open = abortOver(runId, ancestorId) ? 0 : d.nUncountedAlwaysRun;
-      expectedOpen.set(key(runId, ancestorId), (expectedOpen.get(key(runId, ancestorId)) ?? 0) + open);
-    }
-    const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
-      (r) =>
-        `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ` +
-        `${r.flag ? 'has no row' : 'has one'}`,
-    );
-    for (const c of await this.groups.allCounters()) {
-      const shown = effectiveCounts(
-        c,
-        cancellations.get(c.runId)?.has(c.jobGroupId) ?? false,
-        !abortOver(c.runId, c.jobGroupId),
-      );
-      const want = expected.get(key(c.runId, c.jobGroupId)) ?? {
-        n_jobs: 0,
-        n_completed: 0,
-        n_succeeded: 0,
-        n_failed: 0,
-        n_cancelled: 0,
-      };
-      if (JSON.stringify(shown) !== JSON.stringify(want))
-        out.push(
-          `run ${c.runId} group ${c.jobGroupId}: ` +
-            `counters ${JSON.stringify(shown)} but jobs say ${JSON.stringify(want)}`,
-        );
-      const shownAborted =
-        c.nAborted +
-        (abortedBy(c.runId, c.jobGroupId)
-          ? c.nJobs - c.nCompleted
-          : abortOver(c.runId, c.jobGroupId)
-            ? (c.nAlwaysRunOpen ?? 0)
-            : 0);
-      const wantAborted = expectedAborted.get(key(c.runId, c.jobGroupId)) ?? 0;
-      if (shownAborted !== wantAborted)
-        out.push(
-          `run ${c.runId} group ${c.jobGroupId}: counters say ${shownAborted} aborted but jobs say ${wantAborted}`,
-        );
-      const shownOpen = abortOver(c.runId, c.jobGroupId) ? 0 : (c.nAlwaysRunOpen ?? 0);
-      const wantOpen = expectedOpen.get(key(c.runId, c.jobGroupId)) ?? 0;
-      if (shownOpen !== wantOpen)
-        out.push(
-          `run ${c.runId} group ${c.jobGroupId}: counters say ${shownOpen} always_run jobs open but jobs say ` +
-            `${wantOpen}`,
-        );
-    }
-    return out;
-  }
-
-  /** Root counters of runs, with whether each has a cancelled group (see JobGroupsRepository.rootCountersOf). */
-  rootCountersOf(
-    runIds: string[],
-    m?: EntityManager,
-  ): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
-    return this.groups.rootCountersOf(runIds, m);
-  }
-
-  unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
-    return this.groups.unfinishedJobs(m, runIds);
-  }
-
-  async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
-    return this.groups.rootCounts(runIds);
-  }
-
-  /** Per run, the groups under a cancellation and the (earliest) cancellation that applies to each. */
-  async effectiveCancellations(runIds: string[], m?: EntityManager): Promise<Map<string, Map<number, Cancellation>>> {
-    const rows = await this.groups.effectiveCancellations(runIds, m);
-    // The earliest abort over each group, where it is not the earliest cancellation itself (rare: read only then).
-    const aborts = new Map<string, Cancellation>();
-    if (rows.some((r) => !stopsAlwaysRun(r)))
-      for (const a of await this.groups.effectiveCancellations(
-        [...new Set(rows.map((r) => r.runId))],
-        m,
-        'aborted_by_user',
-      ))
-        aborts.set(`${a.runId}/${a.groupId}`, toCancellation(a));
-    const out = new Map<string, Map<number, Cancellation>>();
-    for (const r of rows) {
-      let perRun = out.get(r.runId);
-      if (!perRun) out.set(r.runId, (perRun = new Map()));
-      perRun.set(r.groupId, { ...toCancellation(r), abort: aborts.get(`${r.runId}/${r.groupId}`) ?? null });
-    }
-    return out;
-  }
-
-  async get(runId: string, jobGroupId: number, m?: EntityManager): Promise<JobGroupView> {
-    const group = await this.groups.findGroup(runId, jobGroupId, m);
-    if (!group) throw notFound(`job group ${jobGroupId}`);
-    const counts = required(
-      await this.groups.countsOf(runId, jobGroupId, m),
-      `the counters of job group ${jobGroupId}`,
-    );
-    const all = await this.groups.chainCancellations(runId, jobGroupId, m);
-    const cancellation = all[0] ? { ...all[0], abort: all.find(stopsAlwaysRun) ?? null } : null;
-    return toView(group, counts, cancellation);
-  }
-
-  async requireGroup(runId: string, jobGroupId: number): Promise<void> {
-    if (!(await this.groups.findGroup(runId, jobGroupId))) throw notFound(`job group ${jobGroupId}`);
-  }
-
-  async children(runId: string, jobGroupId: number, limit: number, cursor?: string): Promise<Page<JobGroupView>> {
-    await this.requireGroup(runId, jobGroupId);
-    const after = cursor ? (decodeCursor(cursor, ['number'])[0] as number) : undefined;
-    const rows = await this.groups.children(runId, jobGroupId, after, limit + 1);
-    const page = toPage(
-      rows,
-      limit,
-      (g) => [g.jobGroupId],
-      (g) => g,
-    );
-    const counts = await this.groups.countersOfGroups(
-      runId,
-      page.items.map((g) => g.jobGroupId),
-    );
-    const cancellations = (await this.effectiveCancellations([runId])).get(runId) ?? new Map<number, Cancellation>();
-    return {
-      items: page.items.map((g) =>
-        toView(
-          g,
-          required(counts.get(g.jobGroupId), `the counters of job group ${g.jobGroupId}`),
-          cancellations.get(g.jobGroupId) ?? null,
-        ),
-      ),
-      next_cursor: page.next_cursor,
-    };
-  }
-
-  /** The group and all its ancestors, deepest first, unlocked (for billing, which adds usage to every level). */
-  selfAndAncestorIds(m: EntityManager, runId: string, jobGroupId: number): Promise<number[]> {
-    return this.groups.selfAndAncestorIds(m, runId, jobGroupId);
-  }
-
-  subtreeIds(runId: string, jobGroupId: number, m?: EntityManager): Promise<number[]> {
-    return this.groups.subtreeIds(runId, jobGroupId, m);
-  }
-}
-
-/** Counters as they were before `d` and `active` were added. */
-function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDelta): Counts & ActiveCounts {
-  return {
-    nJobs: c.nJobs - (d.nJobs ?? 0),
-    nCompleted: c.nCompleted - (d.nCompleted ?? 0),
-    nSucceeded: c.nSucceeded - (d.nSucceeded ?? 0),
-    nFailed: c.nFailed - (d.nFailed ?? 0),
-    nCancelled: c.nCancelled - (d.nCancelled ?? 0),
-    nAborted: c.nAborted - (d.nAborted ?? 0),
-    nProvisioning: c.nProvisioning - (active.nProvisioning ?? 0),
-    nRunning: c.nRunning - (active.nRunning ?? 0),
-    nRetrying: c.nRetrying - (active.nRetrying ?? 0),
-    nPending: c.nPending - (active.nPending ?? 0),
-  };
-}
-
-function addTo(c: Counts, nJobs: number): Counts {
-  return { ...pickCounts(c), nJobs: c.nJobs + nJobs };
-}
-
-const pickCounts = (c: Counts): Counts => ({
-  nJobs: c.nJobs,
-  nCompleted: c.nCompleted,
-  nSucceeded: c.nSucceeded,
-  nFailed: c.nFailed,
-  nCancelled: c.nCancelled,
-  nAborted: c.nAborted,
-});
-
-/**
- * The groups whose status (as `groupStatus` shows it) differs between two states of the same levels. A level that a
- * cancellation made in the same transaction covers (`cancelledAfter`, none before: callers only pass uncancelled
- * chains) and that shows as `cancelled` is left out: that cancellation's own record says it.
- */
-export function statusChanges(
-  levels: { jobGroupId: number; before: Counts; after: Counts; cancelledAfter?: boolean }[],
-): GroupStatusChange[] {
-  const out: GroupStatusChange[] = [];
-  for (const l of levels) {
-    const was = groupStatus(effectiveCounts(l.before, false), false);
-    const cancelled = l.cancelledAfter ?? false;
-    const now = groupStatus(effectiveCounts(l.after, cancelled), cancelled);
-    if (now !== was && !(cancelled && now === 'cancelled')) out.push({ jobGroupId: l.jobGroupId, status: now });
-  }
-  return out;
-}
-
-function fieldError(field: string, message: string): DomainError {
-  return new DomainError('VALIDATION_FAILED', `${field} ${message}`, [{ field, message }]);
-}
-
-/**
- * Counts as the API shows them. Under a cancellation, jobs not yet counted are cancelled: the stored counters of
- * groups below the cancelled one were (by design) not touched, so the difference is added here, at read.
- */
-export function effectiveCounts(c: Counts, cancelled: boolean, spareAlwaysRun = true): GroupCounts {
-  // always_run jobs not counted yet are not stopped by a cancellation (an abort stops them): they show as running.
-  const pending = cancelled ? c.nJobs - c.nCompleted - (spareAlwaysRun ? (c.nAlwaysRunOpen ?? 0) : 0) : 0;
-  return {
-    n_jobs: c.nJobs,
-    n_completed: c.nCompleted + pending,
-    n_succeeded: c.nSucceeded,
-    n_failed: c.nFailed,
-    n_cancelled: c.nCancelled + pending,
-  };
-}
-
-/** failure > cancelled > success > running. */
-export function groupStatus(c: GroupCounts, cancelled: boolean): GroupStatus {
-  if (c.n_failed > 0) return 'failure';
-  if (cancelled || (c.n_completed === c.n_jobs && c.n_cancelled > 0)) return 'cancelled';
-  if (c.n_completed === c.n_jobs) return 'success';
-  return 'running';
-}
-
-function toView(g: JobGroup, counts: Counts, cancellation: Cancellation | null): JobGroupView {
-  const eff = effectiveCounts(counts, cancellation !== null, abortOf(cancellation) === null);
-  return {
-    job_group_id: g.jobGroupId,
-    parent_id: g.parentId,
-    depth: g.depth,
-    attributes: g.attributes,
-    cancel_after_n_failures: g.cancelAfterNFailures,
-    // A cancelled group with a running always_run job is still running.
-    state: eff.n_completed === eff.n_jobs ? 'complete' : g.state,
-    status: groupStatus(eff, cancellation !== null),
-    cancellation: cancellation ? toCancellationView(cancellation) : null,
-    counts: eff,
-  };
-}
-
-function toCancellation(r: Cancellation): Cancellation {
-  return { jobGroupId: r.jobGroupId, cancelledAt: r.cancelledAt, cancelledBy: r.cancelledBy, reason: r.reason };
 }

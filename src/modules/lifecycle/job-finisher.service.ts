@@ -1,6 +1,7 @@
 import type { StatementRider } from '../../infra/database/rider';
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
@@ -23,6 +24,7 @@ export class JobFinisher {
   constructor(
     private readonly subs: SubmissionsService,
     private readonly groups: JobGroupsService,
+    private readonly groupViews: JobGroupViewsService,
     private readonly runStatus: RunStatusService,
     private readonly runAccess: RunAccessService,
     private readonly events: LifecycleEvents,
@@ -69,7 +71,7 @@ export class JobFinisher {
   }
 
   private async abortInChain(m: EntityManager, s: SubmissionFacts): Promise<boolean> {
-    return (await this.groups.chainCancellations(s.runId, s.jobGroupId, m)).some(stopsAlwaysRun);
+    return (await this.groupViews.chainCancellations(s.runId, s.jobGroupId, m)).some(stopsAlwaysRun);
   }
 
   /**

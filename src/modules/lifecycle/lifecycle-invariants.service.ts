@@ -1,6 +1,6 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
-import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobGroupInvariantsService } from '../job-groups/job-group-invariants.service';
 import { JobsService } from '../jobs/jobs.service';
 import { RunStatusService } from '../runs/run-status.service';
 
@@ -13,7 +13,7 @@ import { RunStatusService } from '../runs/run-status.service';
 export class LifecycleInvariants implements OnModuleInit {
   constructor(
     private readonly jobs: JobsService,
-    private readonly groups: JobGroupsService,
+    private readonly groups: JobGroupInvariantsService,
     private readonly runStatus: RunStatusService,
     private readonly registry: InvariantsRegistry,
   ) {}

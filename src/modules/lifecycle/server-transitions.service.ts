@@ -2,6 +2,7 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
 import { BillingService } from '../billing/billing.service';
+import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { SubmissionsService } from '../jobs/submissions.service';
 import { RunStatusService } from '../runs/run-status.service';
@@ -19,6 +20,7 @@ export class ServerTransitionsService implements OnModuleInit {
     private readonly tx: TransactionRunner,
     private readonly subs: SubmissionsService,
     private readonly groups: JobGroupsService,
+    private readonly groupViews: JobGroupViewsService,
     private readonly runStatus: RunStatusService,
     private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
@@ -70,7 +72,7 @@ export class ServerTransitionsService implements OnModuleInit {
     let total = 0;
     for (const c of await this.groups.unswept(maxCancellations)) {
       total += await this.tx.run(async (m) => {
-        const ids = await this.groups.subtreeIds(c.runId, c.jobGroupId, m);
+        const ids = await this.groupViews.subtreeIds(c.runId, c.jobGroupId, m);
         const outcome = cancelledJobOutcome(c);
         // always_run jobs stay queued below a cancellation (and are claimed); an abort ends them too.
         const done = await this.subs.terminateQueued(

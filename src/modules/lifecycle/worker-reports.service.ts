@@ -5,7 +5,7 @@ import type { Principal } from '../../common/auth/principal';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
-import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { abortOf, type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
 import {
   FinishedStatus,
@@ -84,7 +84,7 @@ export class WorkerReportsService {
   constructor(
     private readonly tx: TransactionRunner,
     private readonly subs: SubmissionsService,
-    private readonly groups: JobGroupsService,
+    private readonly groups: JobGroupViewsService,
     private readonly runStatus: RunStatusService,
     private readonly runAccess: RunAccessService,
     private readonly env: Env,

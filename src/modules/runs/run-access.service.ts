@@ -5,7 +5,7 @@ import { EntityManager } from 'typeorm';
 import { Principal } from '../../common/auth/principal';
 import { Env } from '../../config/env';
 import { DomainError, notFound } from '../../common/errors/domain-error';
-import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
 import { RetryPolicy } from './dto/run-status';
@@ -28,7 +28,7 @@ export class RunAccessService {
   constructor(
     private readonly runs: RunsRepository,
     private readonly projects: ProjectsService,
-    private readonly groups: JobGroupsService,
+    private readonly groups: JobGroupViewsService,
     private readonly env: Env,
   ) {}
 

@@ -3,6 +3,7 @@ import { runStatusEvent } from '../events/event-types';
 import { EventsService } from '../events/events.service';
 import { RunAccessService } from './run-access.service';
 import { EntityManager } from 'typeorm';
+import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { ActiveDelta, JobGroupsService, RootChange, RootState } from '../job-groups/job-groups.service';
 import { DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES } from './dto/run-status';
 import { RunsRepository } from './runs.repository';
@@ -16,6 +17,7 @@ export class RunStatusService {
   constructor(
     private readonly runs: RunsRepository,
     private readonly groups: JobGroupsService,
+    private readonly groupViews: JobGroupViewsService,
     private readonly access: RunAccessService,
     private readonly events: EventsService,
   ) {}
@@ -40,7 +42,7 @@ export class RunStatusService {
     }
     const run = await this.runs.lockRun(m, runId);
     if (!run) throw new Error(`run ${runId} vanished`);
-    const derived = derive(await this.groups.rootState(m, runId));
+    const derived = derive(await this.groupViews.rootState(m, runId));
     if (!sameStatus(derived, run)) {
       await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
       if (derived.status !== run.status) await this.recordStatus(m, runId, derived, run.projectId);
@@ -65,8 +67,8 @@ export class RunStatusService {
   ): Promise<string[]> {
     const byRun = new Map(active.map((a) => [a.runId, a]));
     const runs = await this.runs.allRuns();
-    const roots = await this.groups.rootCounts(runs.map((r) => r.id));
-    const stops = await this.groups.effectiveCancellations(runs.map((r) => r.id));
+    const roots = await this.groupViews.rootCounts(runs.map((r) => r.id));
+    const stops = await this.groupViews.effectiveCancellations(runs.map((r) => r.id));
     const out: string[] = [];
     for (const r of runs) {
       const a = byRun.get(r.id) ?? { nProvisioning: 0, nRunning: 0, nRetrying: 0, nPending: 0 };

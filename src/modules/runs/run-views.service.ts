@@ -9,7 +9,7 @@ import { withRawJson } from '../../common/json/raw-json';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
-import { JobGroupsService } from '../job-groups/job-groups.service';
+import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { JobView, SubmissionView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { ProjectsService } from '../projects/projects.service';
@@ -38,7 +38,7 @@ export class RunViewsService {
     private readonly access: RunAccessService,
     private readonly projects: ProjectsService,
     private readonly users: UsersService,
-    private readonly groups: JobGroupsService,
+    private readonly groups: JobGroupViewsService,
     private readonly jobs: JobsService,
     private readonly billing: BillingService,
   ) {}

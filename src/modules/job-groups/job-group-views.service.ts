@@ -1,0 +1,123 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { notFound } from '../../common/errors/domain-error';
+import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
+import { required } from '../../common/required';
+import { type Cancellation, stopsAlwaysRun } from '../lifecycle/outcomes';
+import { JobGroupView } from './dto/job-group.dto';
+import { type RootState, toCancellation, toView } from './group-counts';
+import { ActiveCounts, Counts, JobGroupsRepository } from './job-groups.repository';
+
+/** The read side of the job-group tree: group views and pages, root counters, cancellations in force, closure reads. */
+@Injectable()
+export class JobGroupViewsService {
+  constructor(private readonly groups: JobGroupsRepository) {}
+
+  /** Root counters of runs, with whether each has a cancelled group (see JobGroupsRepository.rootCountersOf). */
+  rootCountersOf(
+    runIds: string[],
+    m?: EntityManager,
+  ): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
+    return this.groups.rootCountersOf(runIds, m);
+  }
+
+  unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
+    return this.groups.unfinishedJobs(m, runIds);
+  }
+
+  async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
+    return this.groups.rootCounts(runIds);
+  }
+
+  /** Per run, the groups under a cancellation and the (earliest) cancellation that applies to each. */
+  async effectiveCancellations(runIds: string[], m?: EntityManager): Promise<Map<string, Map<number, Cancellation>>> {
+    const rows = await this.groups.effectiveCancellations(runIds, m);
+    // The earliest abort over each group, where it is not the earliest cancellation itself (rare: read only then).
+    const aborts = new Map<string, Cancellation>();
+    if (rows.some((r) => !stopsAlwaysRun(r)))
+      for (const a of await this.groups.effectiveCancellations(
+        [...new Set(rows.map((r) => r.runId))],
+        m,
+        'aborted_by_user',
+      ))
+        aborts.set(`${a.runId}/${a.groupId}`, toCancellation(a));
+    const out = new Map<string, Map<number, Cancellation>>();
+    for (const r of rows) {
+      let perRun = out.get(r.runId);
+      if (!perRun) out.set(r.runId, (perRun = new Map()));
+      perRun.set(r.groupId, { ...toCancellation(r), abort: aborts.get(`${r.runId}/${r.groupId}`) ?? null });
+    }
+    return out;
+  }
+
+  async get(runId: string, jobGroupId: number, m?: EntityManager): Promise<JobGroupView> {
+    const group = await this.groups.findGroup(runId, jobGroupId, m);
+    if (!group) throw notFound(`job group ${jobGroupId}`);
+    const counts = required(
+      await this.groups.countsOf(runId, jobGroupId, m),
+      `the counters of job group ${jobGroupId}`,
+    );
+    const all = await this.groups.chainCancellations(runId, jobGroupId, m);
+    const cancellation = all[0] ? { ...all[0], abort: all.find(stopsAlwaysRun) ?? null } : null;
+    return toView(group, counts, cancellation);
+  }
+
+  async requireGroup(runId: string, jobGroupId: number): Promise<void> {
+    if (!(await this.groups.findGroup(runId, jobGroupId))) throw notFound(`job group ${jobGroupId}`);
+  }
+
+  async children(runId: string, jobGroupId: number, limit: number, cursor?: string): Promise<Page<JobGroupView>> {
+    await this.requireGroup(runId, jobGroupId);
+    const after = cursor ? (decodeCursor(cursor, ['number'])[0] as number) : undefined;
+    const rows = await this.groups.children(runId, jobGroupId, after, limit + 1);
+    const page = toPage(
+      rows,
+      limit,
+      (g) => [g.jobGroupId],
+      (g) => g,
+    );
+    const counts = await this.groups.countersOfGroups(
+      runId,
+      page.items.map((g) => g.jobGroupId),
+    );
+    const cancellations = (await this.effectiveCancellations([runId])).get(runId) ?? new Map<number, Cancellation>();
+    return {
+      items: page.items.map((g) =>
+        toView(
+          g,
+          required(counts.get(g.jobGroupId), `the counters of job group ${g.jobGroupId}`),
+          cancellations.get(g.jobGroupId) ?? null,
+        ),
+      ),
+      next_cursor: page.next_cursor,
+    };
+  }
+
+  /** The root's counters and its cancellation reason, read fresh (call with the run row locked). */
+  async rootState(m: EntityManager, runId: string): Promise<RootState> {
+    const counts = await this.groups.countsOf(runId, 0, m);
+    if (!counts) throw notFound('job group 0');
+    const [root] = await this.groups.chainCancellations(runId, 0, m);
+    return { counts, stopReason: root?.reason ?? null };
+  }
+
+  /** Every cancellation over a group (its own and its ancestors'), earliest first. */
+  chainCancellations(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation[]> {
+    return this.groups.chainCancellations(runId, jobGroupId, m);
+  }
+
+  /** The cancellation in force for a group (its own or an ancestor's), or null. */
+  async cancellationOf(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation | null> {
+    const [c = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
+    return c;
+  }
+
+  /** The group and all its ancestors, deepest first, unlocked (for billing, which adds usage to every level). */
+  selfAndAncestorIds(m: EntityManager, runId: string, jobGroupId: number): Promise<number[]> {
+    return this.groups.selfAndAncestorIds(m, runId, jobGroupId);
+  }
+
+  subtreeIds(runId: string, jobGroupId: number, m?: EntityManager): Promise<number[]> {
+    return this.groups.subtreeIds(runId, jobGroupId, m);
+  }
+}
