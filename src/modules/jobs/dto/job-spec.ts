@@ -266,7 +266,8 @@ export class JobView {
   n_pending_parents!: number;
 
   @ApiProperty({
-    description: 'Runs once its parents have finished, whatever their outcome; a cancellation (not an abort) spares it.',
+    description:
+      'Runs once its parents have finished, whatever their outcome; a cancellation (not an abort) spares it.',
   })
   always_run!: boolean;
 
