@@ -3,7 +3,8 @@ import type { Claimed, ReferenceWorker } from '../../bench/reference-worker';
 import { BudgetService } from '../../src/modules/billing/budget.service';
 import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
 import { jobSpec, makeGroupChain, makeProject, makeRun, RunResponse } from '../support/factories';
-import { createTestApp, TestApp, TestUser } from '../support/test-app';
+import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
+import { BillingService } from '../../src/modules/billing/billing.service';
 import { claimFor, invariants, makeWorker } from '../support/workers';
 import { required } from '../../src/common/required';
 
@@ -498,6 +499,39 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
     expect(await rowsOf()).toEqual({ run: resources, grp: resources, tokens: 1 });
     expect(report.shard_rows_compacted).toBeGreaterThanOrEqual(spread.run - resources + (spread.grp - resources));
     await t.http.post('/admin/v1/maintenance/cleanup').set(owner.auth).expect(403);
+  });
+
+  describeRealPostgres('compaction racing an accrual (concurrent transactions)', () => {
+    it('an accrual adding a token-0 row while compaction folds that row set: folded in, total kept', async () => {
+      const runId = '00000000-0000-4000-8000-' + String(Date.now()).slice(-12).padStart(12, '0');
+      const [{ id: cpu }] = await t.dataSource.query(`SELECT id FROM resources WHERE name = 'cpu' LIMIT 1`);
+      await t.dataSource.query(
+        `INSERT INTO billing_run_usage (run_id, resource_id, token, usage) VALUES ($1, $2, 1, 10), ($1, $2, 2, 20)`,
+        [runId, cpu],
+      );
+      // The accrual's transaction inserts token 0 and stays open while compaction runs (it waits on that row).
+      const accrual = t.dataSource.createQueryRunner();
+      await accrual.connect();
+      try {
+        await accrual.startTransaction();
+        await accrual.query(`INSERT INTO billing_run_usage (run_id, resource_id, token, usage) VALUES ($1, $2, 0, 5)`, [
+          runId,
+          cpu,
+        ]);
+        const compaction = t.app.get(BillingService).compactShards(1_000_000);
+        await new Promise((r) => setTimeout(r, 300));
+        await accrual.commitTransaction();
+        await compaction; // refused before: 23505 on pk_billing_run_usage (a 409 from the maintenance route)
+      } finally {
+        await accrual.release();
+      }
+      const rows = await t.dataSource.query(
+        `SELECT token, usage::int AS usage FROM billing_run_usage WHERE run_id = $1 ORDER BY token`,
+        [runId],
+      );
+      expect(rows).toEqual([{ token: 0, usage: 35 }]);
+      await t.dataSource.query(`DELETE FROM billing_run_usage WHERE run_id = $1`, [runId]);
+    });
   });
 
   it('shows costs in group views, and per submission in run, list, group-jobs and history responses', async () => {

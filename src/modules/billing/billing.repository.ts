@@ -335,7 +335,9 @@ export class BillingRepository {
 
   /**
    * Compacts token shards: for up to `limit` (scope, resource) sets spread over several tokens, folds them into
-   * token 0, checking in the same transaction that the totals did not change. Returns the rows removed.
+   * token 0, checking in the same transaction that the totals did not change. Returns the rows removed. An accrual
+   * may insert a token-0 row meanwhile (it was not there when the DELETE ran): the fold adds to it rather than
+   * colliding with it (under REPEATABLE READ that is a serialization failure, and the caller's transaction retries).
    */
   async compactShards(m: EntityManager, limit: number): Promise<number> {
     let removed = 0;
@@ -351,8 +353,9 @@ export class BillingRepository {
            DELETE FROM ${t.table} x USING spread s WHERE ${t.keys.map((k) => `x.${k} = s.${k}`).join(' AND ')}
            RETURNING x.*
          ), folded AS (
-           INSERT INTO ${t.table} (${keys}, token, usage)
+           INSERT INTO ${t.table} AS x (${keys}, token, usage)
            SELECT ${keys}, 0, SUM(usage) FROM gone GROUP BY ${keys}
+           ON CONFLICT (${keys}, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
            RETURNING 1
          )
          SELECT (SELECT count(*) FROM gone)::int - (SELECT count(*) FROM folded)::int AS removed`,
