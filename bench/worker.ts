@@ -33,8 +33,12 @@ const FOLLOW_LINES = QUICK ? 20 : 100;
 export const WORKER_BENCH_ENV: Record<string, string> = { RUNPLANE_LOG_QUOTA_BYTES: String(LOG_BYTES + MiB) };
 /** BENCH_WORKER_PARTS=overhead,cancel,logs (default all): the parts to run (e.g. one at a time under a profiler). */
 const PARTS = (process.env.BENCH_WORKER_PARTS ?? 'overhead,cancel,logs').split(',');
-/** BENCH_WORKER_PROCESS=1: a `runplane worker` process instead of the embedded (in-process) worker. */
-const AS_PROCESS = process.env.BENCH_WORKER_PROCESS === '1';
+/**
+ * The worker the targets are about is `runplane worker`, a process of its own (what a deployment runs);
+ * BENCH_WORKER_PROCESS=0 measures every part with the embedded worker (in the server's process) instead. The
+ * overhead part also reports the other kind, after the targets' rounds.
+ */
+const AS_PROCESS = process.env.BENCH_WORKER_PROCESS !== '0';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const ended = (r: { status: string }) => (FINISHED_RUN_STATUSES as readonly string[]).includes(r.status);
@@ -53,9 +57,9 @@ interface RunView {
 }
 
 /**
- * The worker, end to end, on real PostgreSQL with the real app in-process and the embedded worker's settings
- * (heartbeat and poll every 1 s, `memory-enforcement auto`), side by side with what the same machine does without
- * runplane:
+ * The worker, end to end, on real PostgreSQL with the real app in-process and a `runplane worker` process (or the
+ * embedded worker, see AS_PROCESS) with its default settings (heartbeat and poll every 1 s, `memory-enforcement
+ * auto`), side by side with what the same machine does without runplane:
  * - overhead: N jobs of `true` (submit → all done) against spawning `bash -c true` N times at the same concurrency;
  * - cancel latency: a stop request → the job's process group gets SIGTERM (the job traps it and writes the time);
  * - log throughput: a job writing 64 MiB as fast as it can, MiB/s stored; the delay from a line printed to an SSE
@@ -66,7 +70,7 @@ export async function runWorker(env: BenchEnv): Promise<TargetResult[]> {
   const service = await env.app.get(UsersService).createUser(`bench-worker-svc-${process.pid}`, 'service');
   const workDir = mkdtempSync(join(tmpdir(), 'runplane-bench-worker-'));
   const warnings: string[] = [];
-  const stopWorker = await startWorker(env.baseUrl, service.token, workDir, warnings);
+  let stopWorker = await startWorker(AS_PROCESS, env.baseUrl, service.token, workDir, warnings);
   const runs = `/api/v1/projects/${project}/runs`;
   const submit = async (jobs: unknown[]) => (await env.http<RunView>('POST', runs, { jobs }, 201)).body;
   const view = async (id: string) => (await env.http<RunView>('GET', `${runs}/${id}?job_submissions_limit=1`)).body;
@@ -87,9 +91,16 @@ export async function runWorker(env: BenchEnv): Promise<TargetResult[]> {
         `${CONCURRENCY} jobs of cpu 1; ${fmtInt(OVERHEAD_JOBS)} jobs × ${OVERHEAD_ROUNDS} rounds, ` +
         `${CANCEL_SAMPLES} cancellations, ${LOG_BYTES / MiB} MiB of output, ${FOLLOW_LINES} followed lines`,
     );
-    if (PARTS.includes('overhead')) results.push(...(await overhead(submit, until)));
+    if (PARTS.includes('overhead')) results.push(...(await overhead(submit, until, AS_PROCESS, true)));
     if (PARTS.includes('cancel')) results.push(...(await cancelLatency(env, runs, submit, view, until, workDir)));
     if (PARTS.includes('logs')) results.push(...(await logThroughput(env, runs, submit, view, until)));
+    if (PARTS.includes('overhead')) {
+      // The other kind of worker, reported: the embedded one shares the server's event loop, and Node's spawn (a
+      // fork of the whole server process, on its main thread) costs more there.
+      await stopWorker();
+      stopWorker = await startWorker(!AS_PROCESS, env.baseUrl, service.token, workDir, warnings);
+      results.push(...(await overhead(submit, until, !AS_PROCESS, false)));
+    }
     const mismatches = await env.invariantMismatches();
     results.push({
       suite: 'worker',
@@ -116,9 +127,9 @@ const spec = (commands: string[], over: Record<string, unknown> = {}) => ({
 });
 
 /** The embedded worker's settings with a capacity of CONCURRENCY jobs; in this process, or as its own process. */
-async function startWorker(url: string, token: string, workDir: string, warnings: string[]) {
+async function startWorker(asProcess: boolean, url: string, token: string, workDir: string, warnings: string[]) {
   const capacity = { cpu: CONCURRENCY, memory_mib: CONCURRENCY * 256, gpu: 0 };
-  if (AS_PROCESS) {
+  if (asProcess) {
     const child = spawn(
       process.execPath,
       [
@@ -190,7 +201,8 @@ function bashTrue(): Promise<void> {
   });
 }
 
-async function overhead(submit: Submit, until: Until): Promise<TargetResult[]> {
+async function overhead(submit: Submit, until: Until, asProcess: boolean, isTarget: boolean): Promise<TargetResult[]> {
+  const kind = asProcess ? 'a `runplane worker` process' : 'the embedded worker';
   const throughRunplane = async (n: number) => {
     const t0 = performance.now();
     const run = await submit([{ spec: spec(['true']), replicas: n }]);
@@ -224,7 +236,7 @@ async function overhead(submit: Submit, until: Until): Promise<TargetResult[]> {
   const secs = (list: number[]) => list.map((ms) => (ms / 1000).toFixed(2)).join(', ');
   const perSecond = (list: number[]) => (OVERHEAD_JOBS / (median(list) / 1000)).toFixed(0);
   printTable(
-    `worker overhead: ${fmtInt(OVERHEAD_JOBS)} jobs of \`true\`, ${CONCURRENCY} at a time`,
+    `worker overhead (${kind}): ${fmtInt(OVERHEAD_JOBS)} jobs of \`true\`, ${CONCURRENCY} at a time`,
     ['contender', 'seconds (each round)', 'median s', 'jobs/s'],
     [
       ['runplane: submit → all done', secs(rp), (median(rp) / 1000).toFixed(2), perSecond(rp)],
@@ -232,14 +244,25 @@ async function overhead(submit: Submit, until: Until): Promise<TargetResult[]> {
     ],
     [`ratio per round ${ratios.map(fmtRatio).join(', ')}; median ${fmtRatio(ratio)}`],
   );
+  // Every round must hold, not only the median: the worst paired round is the figure.
+  const worst = Math.max(...ratios);
+  const rounds = `${ratios.length} paired rounds (${ratios.map(fmtRatio).join(', ')}), ${CONCURRENCY} at a time`;
   return [
-    {
-      suite: 'worker',
-      target: `overhead: ${fmtInt(OVERHEAD_JOBS)} × \`true\` through runplane ≤ 3× bare spawns`,
-      measured: fmtRatio(ratio),
-      pass: ratio <= 3,
-      note: `median of ${ratios.length} paired rounds (${ratios.map(fmtRatio).join(', ')}), ${CONCURRENCY} at a time`,
-    },
+    isTarget
+      ? {
+          suite: 'worker',
+          target: `overhead, ${kind}: ${fmtInt(OVERHEAD_JOBS)} × \`true\` ≤ 3× bare spawns in every round`,
+          measured: `${fmtRatio(worst)} (median ${fmtRatio(ratio)})`,
+          pass: worst <= 3,
+          note: rounds,
+        }
+      : {
+          suite: 'worker',
+          target: `overhead, ${kind} (reported)`,
+          measured: `${fmtRatio(worst)} (median ${fmtRatio(ratio)})`,
+          pass: true,
+          note: rounds,
+        },
   ];
 }
 
