@@ -129,10 +129,14 @@ describeRealPostgres('the event feed followed across instances on one PostgreSQL
     for (const status of ['provisioning', 'running', 'done']) expect(count('job.status', status)).toBe(1000);
     expect(count('group.cancelled', 'cancelled')).toBe(2);
     // The run's status: submitted, then provisioning and running as its jobs come and go (each a change), then done.
+    // Between two claims nothing may be on a worker while jobs are still queued: the run shows submitted again then
+    // (its most advanced activity; seen through a slow pooler).
     const statuses = data.filter((e) => e.run_id === run.id && e.type === 'run.status').map((e) => e.status);
     expect(statuses[0]).toBe('submitted');
     expect(statuses[statuses.length - 1]).toBe('done');
-    expect(new Set(statuses.slice(1, -1))).toEqual(new Set(['provisioning', 'running']));
+    const between = new Set(statuses.slice(1, -1));
+    expect([...between].filter((s) => !['submitted', 'provisioning', 'running'].includes(s))).toEqual([]);
+    expect(between.has('provisioning') && between.has('running')).toBe(true);
     expect(statuses.every((s, i) => i === 0 || s !== statuses[i - 1])).toBe(true);
     expect(data.filter((e) => e.run_id === other.id).map((e) => `${e.type} ${e.status} ${e.reason}`)).toEqual([
       'run.status submitted null',
