@@ -3,6 +3,7 @@ import { api, call, type Job } from '../api';
 import { enc, Link } from '../router';
 import { CopyId, Status } from '../ui';
 import { jobCache } from './jobs-table';
+import { useKeysetPages } from '../keyset';
 
 type Path = { project: string; runId: string };
 
@@ -114,25 +115,18 @@ export function DependsOn({ path, job, waiting }: { path: Path; job: Job; waitin
 
 /** Children of the job (jobs whose depends_on names it), one keyset page at a time. */
 export function Dependents({ path, jobId }: { path: Path; jobId: string }) {
-  const [items, setItems] = useState<Job[]>([]);
-  const [next, setNext] = useState<string | null | undefined>(undefined);
-  const [error, setError] = useState<unknown>();
-  const load = (cursor?: string) =>
-    call(
-      api().GET('/api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/dependents', {
-        params: { path: { ...path, jobId }, query: { limit: 50, cursor } },
+  const { items, next, error, more } = useKeysetPages<Job>(
+    (cursor) =>
+      call(
+        api().GET('/api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/dependents', {
+          params: { path: { ...path, jobId }, query: { limit: 50, cursor } },
+        }),
+      ).then((page) => {
+        page.items.forEach((j) => jobCache.set(j.id, j));
+        return page;
       }),
-    ).then((page) => {
-      page.items.forEach((j) => jobCache.set(j.id, j));
-      setItems((old) => (cursor ? [...old, ...page.items] : page.items));
-      setNext(page.next_cursor ?? null);
-    }, setError);
-  useEffect(() => {
-    setItems([]);
-    setNext(undefined);
-    setError(undefined);
-    void load();
-  }, [path.project, path.runId, jobId]);
+    [path.project, path.runId, jobId],
+  );
 
   // Nothing to say about a job no other job waits on.
   if (next === null && items.length === 0 && error === undefined) return null;
@@ -153,7 +147,7 @@ export function Dependents({ path, jobId }: { path: Path; jobId: string }) {
         ))}
       </ul>
       {next && (
-        <button type="button" onClick={() => void load(next)}>
+        <button type="button" onClick={() => void more()}>
           More dependents
         </button>
       )}

@@ -4,28 +4,19 @@ import { enc, Link, navigate, query } from '../router';
 import { followSse } from '../sse';
 import { CopyId, ErrorState, Loading, Status, Time } from '../ui';
 import { Dependents, DependsOn, jobLabel, useJobView } from './job-deps';
+import { useKeysetPages } from '../keyset';
 
 /** The job's submissions, newest first, one keyset page at a time (a job may have been retried many times). */
 function useHistory(project: string, runId: string, jobId: string) {
-  const [items, setItems] = useState<Submission[]>([]);
-  const [next, setNext] = useState<string | null | undefined>(undefined);
-  const [error, setError] = useState<unknown>();
-  const load = (cursor?: string) =>
-    call(
-      api().GET('/api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/submissions', {
-        params: { path: { project, runId, jobId }, query: { limit: 100, cursor } },
-      }),
-    ).then((page) => {
-      setItems((old) => (cursor ? [...old, ...page.items] : page.items));
-      setNext(page.next_cursor ?? null);
-    }, setError);
-  useEffect(() => {
-    setItems([]);
-    setNext(undefined);
-    setError(undefined);
-    void load();
-  }, [project, runId, jobId]);
-  return { items, next, error, more: () => next && load(next), refresh: () => load() };
+  return useKeysetPages<Submission>(
+    (cursor) =>
+      call(
+        api().GET('/api/v1/projects/{project}/runs/{runId}/jobs/{jobId}/submissions', {
+          params: { path: { project, runId, jobId }, query: { limit: 100, cursor } },
+        }),
+      ),
+    [project, runId, jobId],
+  );
 }
 
 type Chunk = { stream: 'stdout' | 'stderr'; data: string };
