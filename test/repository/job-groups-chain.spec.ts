@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
-import { ChainLevel, JobGroupsRepository } from '../../src/modules/job-groups/job-groups.repository';
+import { JobGroupCountersRepository } from '../../src/modules/job-groups/job-group-counters.repository';
+import type { ChainLevel } from '../../src/modules/job-groups/job-group-rows';
 import {
   inRolledBackTransaction,
   lockableNow,
@@ -13,12 +14,12 @@ import {
 import { describeRealPostgres } from '../support/test-app';
 
 /** The chain lock of the job-group tree: a group and its ancestors' counters, locked deepest first, and counted. */
-describe('JobGroupsRepository: lockChain and lockChainAndCount', () => {
+describe('JobGroupCountersRepository: lockChain and lockChainAndCount', () => {
   let ds: DataSource;
-  let repo: JobGroupsRepository;
+  let repo: JobGroupCountersRepository;
   beforeAll(async () => {
     ds = await openDataSource();
-    repo = new JobGroupsRepository(ds);
+    repo = new JobGroupCountersRepository(ds);
   });
   afterAll(() => ds.destroy());
 

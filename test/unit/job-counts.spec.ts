@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import type { ActiveCounts, Counts } from '../../src/modules/job-groups/job-groups.repository';
+import type { ActiveCounts, Counts } from '../../src/modules/job-groups/job-group-rows';
 import { deriveJobCounts } from '../../src/modules/runs/job-counts';
 
 type Root = Counts & ActiveCounts;

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { GroupCounts } from '../../src/modules/job-groups/dto/job-group.dto';
 import { type Cancellation, cancelledJobOutcome } from '../../src/modules/lifecycle/outcomes';
 import { SYSTEM_CANCEL_REASONS } from '../../src/modules/lifecycle/vocabulary';
-import type { Counts } from '../../src/modules/job-groups/job-groups.repository';
+import type { Counts } from '../../src/modules/job-groups/job-group-rows';
 import { effectiveCounts, groupStatus } from '../../src/modules/job-groups/group-counts';
 import { isAllowedPair } from '../../src/modules/lifecycle/vocabulary';
 

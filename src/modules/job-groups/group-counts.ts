@@ -1,7 +1,7 @@
 import { abortOf, type Cancellation } from '../lifecycle/outcomes';
 import { GroupCounts, GroupStatus, JobGroupView, toCancellationView } from './dto/job-group.dto';
 import { JobGroup } from './entities/job-group.entity';
-import type { ActiveCounts, ActiveDelta, Counts } from './job-groups.repository';
+import type { ActiveCounts, ActiveDelta, Counts } from './job-group-rows';
 
 // Pure arithmetic on a group's counters and the view built from them: no database, no Nest.
 

@@ -4,6 +4,7 @@ import type { DirectOutcomes } from '../jobs/jobs.service';
 import { GroupCounts } from './dto/job-group.dto';
 import { effectiveCounts } from './group-counts';
 import { JobGroupViewsService } from './job-group-views.service';
+import { JobGroupCountersRepository } from './job-group-counters.repository';
 import { JobGroupsRepository } from './job-groups.repository';
 
 /** The job-group tree's invariant checks: every group's counters against the tallies of its subtree's jobs. */
@@ -11,6 +12,7 @@ import { JobGroupsRepository } from './job-groups.repository';
 export class JobGroupInvariantsService {
   constructor(
     private readonly groups: JobGroupsRepository,
+    private readonly counters: JobGroupCountersRepository,
     private readonly views: JobGroupViewsService,
   ) {}
 
@@ -65,12 +67,12 @@ export class JobGroupInvariantsService {
       const open = abortOver(runId, ancestorId) ? 0 : d.nUncountedAlwaysRun;
       expectedOpen.set(key(runId, ancestorId), (expectedOpen.get(key(runId, ancestorId)) ?? 0) + open);
     }
-    const out: string[] = (await this.groups.cancelledFlagMismatches()).map(
+    const out: string[] = (await this.counters.cancelledFlagMismatches()).map(
       (r) =>
         `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ` +
         `${r.flag ? 'has no row' : 'has one'}`,
     );
-    for (const c of await this.groups.allCounters()) {
+    for (const c of await this.counters.allCounters()) {
       const shown = effectiveCounts(
         c,
         cancellations.get(c.runId)?.has(c.jobGroupId) ?? false,

@@ -6,27 +6,32 @@ import { required } from '../../common/required';
 import { type Cancellation, stopsAlwaysRun } from '../lifecycle/outcomes';
 import { JobGroupView } from './dto/job-group.dto';
 import { type RootState, toCancellation, toView } from './group-counts';
-import { ActiveCounts, Counts, JobGroupsRepository } from './job-groups.repository';
+import { JobGroupCountersRepository } from './job-group-counters.repository';
+import type { ActiveCounts, Counts } from './job-group-rows';
+import { JobGroupsRepository } from './job-groups.repository';
 
 /** The read side of the job-group tree: group views and pages, root counters, cancellations in force, closure reads. */
 @Injectable()
 export class JobGroupViewsService {
-  constructor(private readonly groups: JobGroupsRepository) {}
+  constructor(
+    private readonly groups: JobGroupsRepository,
+    private readonly counters: JobGroupCountersRepository,
+  ) {}
 
-  /** Root counters of runs, with whether each has a cancelled group (see JobGroupsRepository.rootCountersOf). */
+  /** Root counters of runs, with whether each has a cancelled group (see JobGroupCountersRepository.rootCountersOf). */
   rootCountersOf(
     runIds: string[],
     m?: EntityManager,
   ): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
-    return this.groups.rootCountersOf(runIds, m);
+    return this.counters.rootCountersOf(runIds, m);
   }
 
   unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
-    return this.groups.unfinishedJobs(m, runIds);
+    return this.counters.unfinishedJobs(m, runIds);
   }
 
   async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
-    return this.groups.rootCounts(runIds);
+    return this.counters.rootCounts(runIds);
   }
 
   /** Per run, the groups under a cancellation and the (earliest) cancellation that applies to each. */
@@ -54,7 +59,7 @@ export class JobGroupViewsService {
     const group = await this.groups.findGroup(runId, jobGroupId, m);
     if (!group) throw notFound(`job group ${jobGroupId}`);
     const counts = required(
-      await this.groups.countsOf(runId, jobGroupId, m),
+      await this.counters.countsOf(runId, jobGroupId, m),
       `the counters of job group ${jobGroupId}`,
     );
     const all = await this.groups.chainCancellations(runId, jobGroupId, m);
@@ -76,7 +81,7 @@ export class JobGroupViewsService {
       (g) => [g.jobGroupId],
       (g) => g,
     );
-    const counts = await this.groups.countersOfGroups(
+    const counts = await this.counters.countersOfGroups(
       runId,
       page.items.map((g) => g.jobGroupId),
     );
@@ -95,7 +100,7 @@ export class JobGroupViewsService {
 
   /** The root's counters and its cancellation reason, read fresh (call with the run row locked). */
   async rootState(m: EntityManager, runId: string): Promise<RootState> {
-    const counts = await this.groups.countsOf(runId, 0, m);
+    const counts = await this.counters.countsOf(runId, 0, m);
     if (!counts) throw notFound('job group 0');
     const [root] = await this.groups.chainCancellations(runId, 0, m);
     return { counts, stopReason: root?.reason ?? null };

@@ -17,10 +17,12 @@ import {
   subtract,
 } from './group-counts';
 import { type GroupTreeRequest, planTree } from './group-tree';
-import { ActiveDelta, ChainLevel, Counts, CountsDelta, JobGroupsRepository } from './job-groups.repository';
+import { JobGroupCountersRepository } from './job-group-counters.repository';
+import type { ActiveDelta, ChainLevel, Counts, CountsDelta } from './job-group-rows';
+import { JobGroupsRepository } from './job-groups.repository';
 
 // Types other modules import from here (their module's public face), wherever in this module they are defined.
-export type { ActiveCounts, ActiveDelta, Counts } from './job-groups.repository';
+export type { ActiveCounts, ActiveDelta, Counts } from './job-group-rows';
 export type { GroupStatusChange, GroupTreeRequest, RootChange, RootState };
 
 /** A group and its ancestors with their counters locked (deepest first), and the cancellation that applies, if any. */
@@ -43,7 +45,10 @@ const groupCancelled = (id: number, c: Cancellation) =>
  */
 @Injectable()
 export class JobGroupsService {
-  constructor(private readonly groups: JobGroupsRepository) {}
+  constructor(
+    private readonly groups: JobGroupsRepository,
+    private readonly counters: JobGroupCountersRepository,
+  ) {}
 
   /** Root group 0 plus the request's groups (by `ref`). Returns each ref's group id and each group's chain. */
   async createTree(
@@ -76,7 +81,7 @@ export class JobGroupsService {
         recursive.set(a, (recursive.get(a) ?? 0) + n);
         alwaysRun.set(a, (alwaysRun.get(a) ?? 0) + (alwaysRunPerGroup.get(g) ?? 0));
       }
-    await this.groups.addJobCounts(m, runId, recursive, alwaysRun, pending);
+    await this.counters.addJobCounts(m, runId, recursive, alwaysRun, pending);
     await this.groups.setState(m, runId, [...recursive.keys()], 'running');
   }
 
@@ -108,7 +113,7 @@ export class JobGroupsService {
 
   /** Locks a group's chain; 404 when the group does not exist. */
   async lockChain(m: EntityManager, runId: string, jobGroupId: number): Promise<Chain> {
-    const levels = await this.groups.lockChain(m, runId, jobGroupId);
+    const levels = await this.counters.lockChain(m, runId, jobGroupId);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     return this.withCancellations(m, runId, jobGroupId, levels);
   }
@@ -139,7 +144,7 @@ export class JobGroupsService {
    */
   async addJobs(m: EntityManager, chain: Chain, n: number, alwaysRun = 0, pending = 0): Promise<GroupStatusChange[]> {
     const ids = chain.levels.map((l) => l.jobGroupId);
-    await this.groups.addCounts(m, chain.runId, ids, { nJobs: n, nAlwaysRunOpen: alwaysRun }, pending);
+    await this.counters.addCounts(m, chain.runId, ids, { nJobs: n, nAlwaysRunOpen: alwaysRun }, pending);
     await this.groups.setState(m, chain.runId, ids, 'running');
     return statusChanges(chain.levels.map((l) => ({ jobGroupId: l.jobGroupId, before: l, after: addTo(l, n) })));
   }
@@ -163,7 +168,7 @@ export class JobGroupsService {
     statusChanges: GroupStatusChange[];
   }> {
     const delta = { ...outcomeDelta(outcome), nAlwaysRunOpen: alwaysRun ? -1 : 0 };
-    const { levels, counted } = await this.groups.lockChainAndCount(m, runId, jobGroupId, delta, active, rider);
+    const { levels, counted } = await this.counters.lockChainAndCount(m, runId, jobGroupId, delta, active, rider);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     const chain = await this.withCancellations(m, runId, jobGroupId, levels);
     if (!counted && alwaysRun) {
@@ -200,7 +205,7 @@ export class JobGroupsService {
     perGroup: Map<number, number>,
     alsoLock: number[],
   ): Promise<{ uncountedGroups: number[]; statusChanges: GroupStatusChange[] }> {
-    const { rows, closure } = await this.groups.lockGroups(m, runId, [...new Set([...perGroup.keys(), ...alsoLock])]);
+    const { rows, closure } = await this.counters.lockGroups(m, runId, [...new Set([...perGroup.keys(), ...alsoLock])]);
     const cancelled = new Set(rows.filter((r) => r.cancelled).map((r) => r.jobGroupId));
     const uncounted = new Set<number>();
     for (const c of closure) if (perGroup.has(c.jobGroupId) && cancelled.has(c.ancestorId)) uncounted.add(c.jobGroupId);
@@ -210,7 +215,7 @@ export class JobGroupsService {
       if (n === undefined || uncounted.has(c.jobGroupId)) continue;
       increments.set(c.ancestorId, (increments.get(c.ancestorId) ?? 0) + n);
     }
-    const updated = await this.groups.addCancelledCounts(m, runId, increments);
+    const updated = await this.counters.addCancelledCounts(m, runId, increments);
     await this.groups.setState(m, runId, completeIds(updated), 'complete');
     const before = new Map(rows.map((r) => [r.jobGroupId, r]));
     const changes = statusChanges(
@@ -242,7 +247,7 @@ export class JobGroupsService {
     const all = await this.groups.chainCancellations(chain.runId, chain.levels[0].jobGroupId, m);
     if (all.some((c) => cancelledJobOutcome(c).status === 'aborted')) return null;
     const ids = chain.levels.map((l) => l.jobGroupId);
-    const updated = await this.groups.addCounts(m, chain.runId, ids, delta);
+    const updated = await this.counters.addCounts(m, chain.runId, ids, delta);
     const after = new Map(updated.map((u) => [u.jobGroupId, u]));
     // A level is under the cancellation when it or a level above it (later in the chain) is cancelled.
     const under = chain.levels.map((_, i) => chain.levels.slice(i).some((l) => l.cancelled));
@@ -269,7 +274,7 @@ export class JobGroupsService {
 
   /** Moves the run's active counts on its root's counters row (locking it, if the caller hasn't yet). */
   async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<RootChange> {
-    const row = await this.groups.moveActive(m, runId, d);
+    const row = await this.counters.moveActive(m, runId, d);
     // A stopped run is rare: only then is the reason looked up.
     const stopReason = row.cancelled ? ((await this.groups.chainCancellations(runId, 0, m))[0]?.reason ?? null) : null;
     return { before: { counts: subtract(row, {}, d), stopReason }, after: { counts: row, stopReason } };
@@ -371,13 +376,13 @@ export class JobGroupsService {
   ): Promise<{ cancellation: Cancellation; updated: (Counts & { jobGroupId: number })[] }> {
     const target = levels[0];
     const cancellation = await this.groups.insertCancellation(m, runId, target.jobGroupId, by, reason);
-    await this.groups.markCancelled(m, runId, target.jobGroupId);
+    await this.counters.markCancelled(m, runId, target.jobGroupId);
     // always_run jobs go on running (and are counted when they finish) unless this is an abort, which stops them.
     const abort = cancelledJobOutcome(cancellation).status === 'aborted';
     const open = target.nAlwaysRunOpen ?? 0;
     const k = target.nJobs - target.nCompleted - (abort ? 0 : open);
     if (k === 0) return { cancellation, updated: [] };
-    const updated = await this.groups.addCounts(
+    const updated = await this.counters.addCounts(
       m,
       runId,
       levels.map((l) => l.jobGroupId),

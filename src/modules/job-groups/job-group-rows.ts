@@ -1,0 +1,44 @@
+/** Row shapes and SQL column lists shared by the job-group repositories (groups and counters). */
+
+export interface Counts {
+  nJobs: number;
+  nCompleted: number;
+  nSucceeded: number;
+  nFailed: number;
+  nCancelled: number;
+  /** Of nCancelled, the jobs that show as `aborted`. */
+  nAborted: number;
+  /** always_run jobs not counted yet (a cancellation other than an abort leaves them to run and count). */
+  nAlwaysRunOpen?: number;
+}
+
+/** The run's active counts, kept on its root group's counters row (zero on every other group). */
+export interface ActiveCounts {
+  nProvisioning: number;
+  nRunning: number;
+  nRetrying: number;
+  /** The run's jobs waiting for their parents (status `pending`). */
+  nPending: number;
+}
+
+export type ActiveDelta = Partial<ActiveCounts>;
+
+export interface ChainLevel extends Counts, ActiveCounts {
+  jobGroupId: number;
+  level: number;
+  cancelAfterNFailures: number | null;
+  /** The group itself is cancelled (read from the locked, latest row version). */
+  cancelled: boolean;
+}
+
+export type CountsDelta = Partial<Counts>;
+
+const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded",
+                c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted",
+                c.n_always_run_open AS "nAlwaysRunOpen"`;
+const ACTIVE = `c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying",
+                c.n_pending AS "nPending"`;
+const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy",
+                      x.reason`;
+
+export { COUNTS, ACTIVE, CANCELLATION };
