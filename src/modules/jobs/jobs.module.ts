@@ -8,6 +8,8 @@ import { JobSubmission } from './entities/job-submission.entity';
 import { JobsRepository } from './jobs.repository';
 import { JobsService } from './jobs.service';
 import { LatestSubmissionsRepository } from './latest-submissions.repository';
+import { SubmissionClaimsRepository } from './submission-claims.repository';
+import { SubmissionLocksRepository } from './submission-locks.repository';
 import { SubmissionsRepository } from './submissions.repository';
 import { SubmissionsService } from './submissions.service';
 
@@ -19,6 +21,8 @@ import { SubmissionsService } from './submissions.service';
     DependenciesService,
     JobsRepository,
     LatestSubmissionsRepository,
+    SubmissionClaimsRepository,
+    SubmissionLocksRepository,
     SubmissionsRepository,
     JobsService,
     SubmissionsService,

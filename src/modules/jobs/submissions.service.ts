@@ -3,25 +3,29 @@ import { EntityManager } from 'typeorm';
 import type { RequestedResources, SubmissionStatus } from './dto/job-spec';
 import { JobSubmission } from './entities/job-submission.entity';
 import {
-  Candidate,
-  Capacity,
-  ClaimedRow,
-  HolderFacts,
-  JobFacts,
-  SubmissionFacts,
-  SubmissionsRepository,
-} from './submissions.repository';
+  type Candidate,
+  type Capacity,
+  type ClaimedRow,
+  SubmissionClaimsRepository,
+} from './submission-claims.repository';
+import { type HolderFacts, SubmissionLocksRepository } from './submission-locks.repository';
+import type { JobFacts, SubmissionFacts } from './submission-rows';
+import { SubmissionsRepository } from './submissions.repository';
 
 export type { Candidate, Capacity, ClaimedRow, HolderFacts, JobFacts, SubmissionFacts };
 
 /** Submission transitions of the worker lifecycle; every method runs in the caller's transaction. */
 @Injectable()
 export class SubmissionsService {
-  constructor(private readonly subs: SubmissionsRepository) {}
+  constructor(
+    private readonly claims: SubmissionClaimsRepository,
+    private readonly locks: SubmissionLocksRepository,
+    private readonly subs: SubmissionsRepository,
+  ) {}
 
   /** `containers`: the claimer has a container runtime (else jobs asking for an image are never candidates). */
   lockCandidates(m: EntityManager, cap: Capacity, limit: number, containers: boolean): Promise<Candidate[]> {
-    return this.subs.lockCandidates(m, cap, limit, containers);
+    return this.claims.lockCandidates(m, cap, limit, containers);
   }
 
   /** The lease is held by `workerId` under the service account `userId`. */
@@ -32,12 +36,12 @@ export class SubmissionsService {
     userId: string,
     leaseSeconds: number,
   ): Promise<ClaimedRow[]> {
-    return this.subs.markClaimed(m, ids, workerId, userId, leaseSeconds);
+    return this.claims.markClaimed(m, ids, workerId, userId, leaseSeconds);
   }
 
   /** The submission and its job, both locked (in that order, as every lifecycle transaction does). */
   lockWithJob(m: EntityManager, submissionId: string): Promise<{ submission: SubmissionFacts; job: JobFacts } | null> {
-    return this.subs.lockWithJob(m, submissionId);
+    return this.locks.lockWithJob(m, submissionId);
   }
 
   /**
@@ -60,26 +64,26 @@ export class SubmissionsService {
 
   /** Who holds the submission and its status, unlocked (a claimed submission's holder never changes). */
   holderFacts(m: EntityManager, submissionId: string): Promise<HolderFacts | null> {
-    return this.subs.holderFacts(m, submissionId);
+    return this.locks.holderFacts(m, submissionId);
   }
 
   lockSubmission(m: EntityManager, submissionId: string): Promise<SubmissionFacts | null> {
-    return this.subs.lockSubmission(m, submissionId);
+    return this.locks.lockSubmission(m, submissionId);
   }
 
   /** Many submissions, locked in id order (unknown ids left out). */
   lockSubmissions(m: EntityManager, submissionIds: string[]): Promise<SubmissionFacts[]> {
-    return this.subs.lockSubmissions(m, submissionIds);
+    return this.locks.lockSubmissions(m, submissionIds);
   }
 
   /** New leases for many locked submissions at once, keyed by id. */
   async renewLeases(m: EntityManager, submissionIds: string[], leaseSeconds: number): Promise<Map<string, Date>> {
-    const rows = await this.subs.renewLeases(m, submissionIds, leaseSeconds);
+    const rows = await this.claims.renewLeases(m, submissionIds, leaseSeconds);
     return new Map(rows.map((r) => [r.id, r.leaseExpiresAt]));
   }
 
   setRuntimeData(m: EntityManager, s: SubmissionFacts, runtimeData: Record<string, unknown>): Promise<void> {
-    return this.subs.setRuntimeData(m, s.id, runtimeData);
+    return this.claims.setRuntimeData(m, s.id, runtimeData);
   }
 
   /** Returns the new lease's end and the job's requested resources (key → quantity, as its spec says). */
@@ -89,7 +93,7 @@ export class SubmissionsService {
     provisioningData: Record<string, unknown> | null,
     leaseSeconds: number,
   ): Promise<{ leaseExpiresAt: Date; resources: RequestedResources }> {
-    return this.subs.setRunning(m, s.id, s.jobId, provisioningData, leaseSeconds);
+    return this.claims.setRunning(m, s.id, s.jobId, provisioningData, leaseSeconds);
   }
 
   heartbeat(
@@ -98,7 +102,7 @@ export class SubmissionsService {
     runtimeData: Record<string, unknown> | null,
     leaseSeconds: number,
   ): Promise<Date> {
-    return this.subs.heartbeat(m, s.id, runtimeData, leaseSeconds);
+    return this.claims.heartbeat(m, s.id, runtimeData, leaseSeconds);
   }
 
   finish(
@@ -157,14 +161,14 @@ export class SubmissionsService {
   }
 
   alwaysRunJobs(m: EntityManager, jobIds: string[]): Promise<Set<string>> {
-    return this.subs.alwaysRunJobs(m, jobIds);
+    return this.locks.alwaysRunJobs(m, jobIds);
   }
 
   lockOverdue(m: EntityManager, limit: number): Promise<JobSubmission[]> {
-    return this.subs.lockOverdue(m, limit);
+    return this.locks.lockOverdue(m, limit);
   }
 
   lockLapsed(m: EntityManager, limit: number): Promise<JobSubmission[]> {
-    return this.subs.lockLapsed(m, limit);
+    return this.locks.lockLapsed(m, limit);
   }
 }

@@ -1,0 +1,163 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { preparedQuery } from '../../infra/database/prepared';
+import type { JobSpec, RequestedResources } from './dto/job-spec';
+import { QUEUED_NO_CONTAINER_PREDICATE, QUEUED_PREDICATE } from './entities/job-submission.entity';
+import { CLAIMED, STARTED } from './submission-rows';
+
+export interface Capacity {
+  cpu: number;
+  memoryMib: number;
+  gpu: number;
+}
+
+export interface Candidate {
+  id: string;
+  jobId: string;
+  runId: string;
+  jobGroupId: number;
+  submissionNum: number;
+  cpu: number;
+  memoryMib: number;
+  gpu: number;
+}
+
+export interface ClaimedRow {
+  id: string;
+  jobId: string;
+  runId: string;
+  jobGroupId: number;
+  submissionNum: number;
+  leaseExpiresAt: Date;
+  spec: JobSpec;
+  jobNum: number;
+  replicaNum: number;
+  jobName: string;
+}
+
+/** The queue and the lease: picking and claiming queued submissions, starting them, renewing their leases. */
+@Injectable()
+export class SubmissionClaimsRepository {
+  /**
+   * Queued submissions that fit, best first, locked; rows other claimers hold are skipped, never waited for. A
+   * claimer without a container runtime never gets a job that asks for an image: it walks the queue index of
+   * submissions that need none (the predicate is a constant, so the planner proves the partial index), and so never
+   * reads past image jobs waiting for container workers.
+   */
+  async lockCandidates(m: EntityManager, cap: Capacity, limit: number, containers: boolean): Promise<Candidate[]> {
+    const queue = containers ? QUEUED_PREDICATE : QUEUED_NO_CONTAINER_PREDICATE;
+    return preparedQuery<Candidate>(
+      m,
+      containers ? 'lifecycle_lock_candidates' : 'lifecycle_lock_candidates_no_container',
+      `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId",
+              s.submission_num AS "submissionNum", s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu
+         FROM job_submissions s
+        WHERE s.${queue} AND s.cpu <= $1 AND s.memory_mib <= $2 AND s.gpu <= $3
+        ORDER BY s.priority DESC, s.submitted_at, s.id
+        LIMIT $4
+          FOR UPDATE SKIP LOCKED`,
+      [cap.cpu, cap.memoryMib, cap.gpu, limit],
+    );
+  }
+
+  /** The lease goes to `workerId` under the service account `userId`: reports must come from both. */
+  async markClaimed(
+    m: EntityManager,
+    ids: string[],
+    workerId: string,
+    userId: string,
+    leaseSeconds: number,
+  ): Promise<ClaimedRow[]> {
+    if (ids.length === 0) return [];
+    return preparedQuery<ClaimedRow>(
+      m,
+      'lifecycle_mark_claimed',
+      `WITH claimed AS (
+         UPDATE job_submissions
+            SET status = $5, worker_id = $2, claimed_by_user_id = $4, claimed_at = now(),
+                lease_expires_at = now() + make_interval(secs => $3)
+          WHERE id = ANY($1::uuid[])
+      RETURNING id, job_id, run_id, job_group_id, submission_num, lease_expires_at
+       ), jobs_updated AS (
+         UPDATE jobs j SET status = $5 FROM claimed c WHERE j.id = c.job_id
+      RETURNING j.id, j.spec, j.job_num, j.replica_num, j.job_name
+       )
+       SELECT c.id, c.job_id AS "jobId", c.run_id AS "runId", c.job_group_id AS "jobGroupId",
+              c.submission_num AS "submissionNum", c.lease_expires_at AS "leaseExpiresAt", u.spec,
+              u.job_num AS "jobNum", u.replica_num AS "replicaNum", u.job_name AS "jobName"
+         FROM claimed c JOIN jobs_updated u ON u.id = c.job_id`,
+      [ids, workerId, leaseSeconds, userId, CLAIMED],
+    );
+  }
+
+  /** Renews the leases of many submissions (already locked) in one statement; returns each new end. */
+  async renewLeases(
+    m: EntityManager,
+    ids: string[],
+    leaseSeconds: number,
+  ): Promise<{ id: string; leaseExpiresAt: Date }[]> {
+    if (ids.length === 0) return [];
+    return preparedQuery<{ id: string; leaseExpiresAt: Date }>(
+      m,
+      'lifecycle_renew_leases',
+      `UPDATE job_submissions SET last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $2)
+        WHERE id = ANY($1::uuid[]) RETURNING id, lease_expires_at AS "leaseExpiresAt"`,
+      [ids, leaseSeconds],
+    );
+  }
+
+  /** What the worker measured of a finished attempt (exit status, times, memory), stored as sent. */
+  async setRuntimeData(m: EntityManager, id: string, runtimeData: Record<string, unknown>): Promise<void> {
+    await m.query(`UPDATE job_submissions SET runtime_data = $2::json WHERE id = $1`, [
+      id,
+      JSON.stringify(runtimeData),
+    ]);
+  }
+
+  /**
+   * Starts the attempt: submission and job `running`, a fresh lease. Returns the lease's end and the job spec's
+   * requested resources (what billing pins), read by the same statement.
+   */
+  async setRunning(
+    m: EntityManager,
+    id: string,
+    jobId: string,
+    provisioningData: Record<string, unknown> | null,
+    leaseSeconds: number,
+  ): Promise<{ leaseExpiresAt: Date; resources: RequestedResources }> {
+    const [row] = await preparedQuery<{ leaseExpiresAt: Date; resources: RequestedResources }>(
+      m,
+      'lifecycle_set_running',
+      `WITH started AS (
+         UPDATE job_submissions SET status = $5, started_at = now(), last_heartbeat_at = now(),
+                lease_expires_at = now() + make_interval(secs => $4),
+                provisioning_data = coalesce($3::json, provisioning_data),
+                deadline_at = now() +
+                  make_interval(secs => (SELECT (spec->>'max_duration_s')::float8 FROM jobs WHERE id = $2))
+          WHERE id = $1
+      RETURNING lease_expires_at
+       )
+       UPDATE jobs SET status = $5 FROM started WHERE jobs.id = $2
+       RETURNING started.lease_expires_at AS "leaseExpiresAt", jobs.spec->'resources' AS resources`,
+      [id, jobId, provisioningData === null ? null : JSON.stringify(provisioningData), leaseSeconds, STARTED],
+    );
+    return row;
+  }
+
+  async heartbeat(
+    m: EntityManager,
+    id: string,
+    runtimeData: Record<string, unknown> | null,
+    leaseSeconds: number,
+  ): Promise<Date> {
+    const [row] = await preparedQuery<{ leaseExpiresAt: Date }>(
+      m,
+      'lifecycle_heartbeat',
+      `UPDATE job_submissions SET last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $3),
+              runtime_data = coalesce($2::json, runtime_data)
+        WHERE id = $1 RETURNING lease_expires_at AS "leaseExpiresAt"`,
+      [id, runtimeData === null ? null : JSON.stringify(runtimeData), leaseSeconds],
+    );
+    return row.leaseExpiresAt;
+  }
+}
