@@ -28,6 +28,31 @@ describe('input parsing: numbers, integers, dates, bodyless routes, HTTP framing
   const postRaw = (path: string, json: string, user = owner) =>
     t.http.post(path).set(user.auth).set('Content-Type', 'application/json').send(json);
 
+  describe('arrays of objects', () => {
+    it('an array where an entry object is expected is 400 naming the list, never a 500; nothing written', async () => {
+      const before = await rowCounts(t);
+      const spec = jobSpec();
+      for (const [path, body, field] of [
+        [runs, { jobs: [[]] }, 'jobs'],
+        [runs, { jobs: [{ spec }, [{ spec }]] }, 'jobs'],
+        [runs, { job_groups: [[]], jobs: [{ spec }] }, 'job_groups'],
+        [`${runs}/${runId}/job-groups/0/jobs`, { jobs: [[]] }, 'jobs'],
+      ] as const) {
+        expectFieldError(await t.http.post(path).set(owner.auth).send(body), 400, 'VALIDATION_FAILED', field);
+      }
+      expectFieldError(
+        await t.http
+          .put(`/api/v1/projects/${project}/members`)
+          .set(owner.auth)
+          .send({ members: [[]] }),
+        400,
+        'VALIDATION_FAILED',
+        'members',
+      );
+      expect(await rowCounts(t)).toEqual(before);
+    });
+  });
+
   describe('numbers on their value, within what their column stores', () => {
     it('billing_limit_usd (numeric(18,6)): under 1e-6, off the grid or too big is 400; nothing created', async () => {
       const before = await rowCounts(t);

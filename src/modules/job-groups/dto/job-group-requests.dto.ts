@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { ArrayMaxSize, ArrayMinSize, IsArray, ValidateNested } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, IsArray, ValidateNested, IsObject } from 'class-validator';
 import { JobRequestDto } from '../../jobs/dto/job-spec';
 import { MAX_JOBS_PER_REQUEST } from '../../runs/dto/submit-run.dto';
 
@@ -17,6 +17,8 @@ export class AddJobsDto {
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(MAX_JOBS_PER_REQUEST)
+  // Each entry an object: an array entry would pass the nested validation (it is iterated) and reach the service.
+  @IsObject({ each: true })
   @ValidateNested({ each: true })
   @Type(() => JobRequestDto)
   jobs!: JobRequestDto[];

@@ -1,6 +1,17 @@
 import { Type } from 'class-transformer';
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, IsArray, IsIn, IsOptional, IsString, Matches, Max, Min, ValidateNested } from 'class-validator';
+import {
+  ArrayMaxSize,
+  IsArray,
+  IsIn,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  Min,
+  ValidateNested,
+  IsObject,
+} from 'class-validator';
 import { IsFixedPoint } from '../../../common/validation/validators';
 import { NAME_PATTERN, NAME_RULE } from '../../users/dto/user.dto';
 import { PROJECT_ROLES, type ProjectRole } from '../entities/project-member.entity';
@@ -60,6 +71,8 @@ export class SetMembersDto {
   })
   @IsArray()
   @ArrayMaxSize(1000)
+  // Each entry an object: an array entry would pass the nested validation (it is iterated) and reach the service.
+  @IsObject({ each: true })
   @ValidateNested({ each: true })
   @Type(() => MemberDto)
   members!: MemberDto[];

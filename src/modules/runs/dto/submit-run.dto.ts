@@ -134,6 +134,8 @@ export class SubmitRunDto {
   @Optional()
   @IsArray()
   @ArrayMaxSize(1000)
+  // Each entry an object: an array entry would pass the nested validation (it is iterated) and reach the service.
+  @IsObject({ each: true })
   @ValidateNested({ each: true })
   @Type(() => JobGroupRequestDto)
   job_groups?: JobGroupRequestDto[];
@@ -148,6 +150,8 @@ export class SubmitRunDto {
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(MAX_JOBS_PER_REQUEST)
+  // Each entry an object: an array entry would pass the nested validation (it is iterated) and reach the service.
+  @IsObject({ each: true })
   @ValidateNested({ each: true })
   @Type(() => JobRequestDto)
   jobs!: JobRequestDto[];
