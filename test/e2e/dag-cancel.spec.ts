@@ -1,26 +1,14 @@
 import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
-import { directWorker, DONE, drain, jobRows } from '../support/dag';
-import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
-import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
-import { invariants } from '../support/workers';
+import { dagTestbed, directWorker, DONE, drain, jobRows } from '../support/dag';
+import { jobSpec, makeRun, RunResponse } from '../support/factories';
+import { describeRealPostgres, TestApp, TestUser } from '../support/test-app';
 
 describeRealPostgres('always_run and cancellation; parents in cancelled groups', () => {
   let t: TestApp;
   let owner: TestUser;
   let service: TestUser;
-  let admin: TestUser;
   let project: string;
-  beforeAll(async () => {
-    t = await createTestApp({}, { ownDatabase: 'dagcancel' });
-    owner = await t.user();
-    service = await t.user('service');
-    admin = await t.user('admin');
-    project = (await makeProject(t, owner)).name;
-  });
-  afterEach(async () => {
-    expect((await invariants(t, admin)).mismatches).toEqual([]);
-  });
-  afterAll(() => t.close());
+  dagTestbed('dagcancel', (bed) => ({ t, owner, service, project } = bed));
 
   const runUrl = (run: RunResponse) => `/api/v1/projects/${project}/runs/${run.id}`;
   const group = async (run: RunResponse, g: number) =>

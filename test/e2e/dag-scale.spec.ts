@@ -1,8 +1,7 @@
 import { ERROR } from '../../bench/reference-worker';
-import { directWorker, drainFast, jobRows, statusCounts } from '../support/dag';
-import { jobSpec, makeProject, makeRun } from '../support/factories';
-import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
-import { invariants } from '../support/workers';
+import { dagTestbed, directWorker, drainFast, jobRows, statusCounts } from '../support/dag';
+import { jobSpec, makeRun } from '../support/factories';
+import { describeRealPostgres, TestApp, TestUser } from '../support/test-app';
 
 const spec = jobSpec({ resources: { cpu: 0.001, memory_mib: 1 } });
 
@@ -10,19 +9,8 @@ describeRealPostgres('dependencies at scale: fan-out and fan-in of 10,000', () =
   let t: TestApp;
   let owner: TestUser;
   let service: TestUser;
-  let admin: TestUser;
   let project: string;
-  beforeAll(async () => {
-    t = await createTestApp({}, { ownDatabase: 'dagscale' });
-    owner = await t.user();
-    service = await t.user('service');
-    admin = await t.user('admin');
-    project = (await makeProject(t, owner)).name;
-  });
-  afterEach(async () => {
-    expect((await invariants(t, admin)).mismatches).toEqual([]);
-  });
-  afterAll(() => t.close());
+  dagTestbed('dagscale', (bed) => ({ t, owner, service, project } = bed));
 
   const addJobs = (runId: string, jobs: unknown[]) =>
     t.http.post(`/api/v1/projects/${project}/runs/${runId}/job-groups/0/jobs`).set(owner.auth).send({ jobs });

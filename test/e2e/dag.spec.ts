@@ -1,8 +1,7 @@
 import { ERROR } from '../../bench/reference-worker';
-import { Claimed, directWorker, DONE, drain, failing, jobRows, statusCounts } from '../support/dag';
-import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
-import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
-import { invariants } from '../support/workers';
+import { dagTestbed, Claimed, directWorker, DONE, drain, failing, jobRows, statusCounts } from '../support/dag';
+import { jobSpec, makeRun, RunResponse } from '../support/factories';
+import { describeRealPostgres, TestApp, TestUser } from '../support/test-app';
 
 const job = (ref: string, depends_on: string[] = [], extra: Record<string, unknown> = {}) => ({
   name: ref,
@@ -16,19 +15,8 @@ describeRealPostgres('dependencies between jobs: release, cascade, views, add-jo
   let t: TestApp;
   let owner: TestUser;
   let service: TestUser;
-  let admin: TestUser;
   let project: string;
-  beforeAll(async () => {
-    t = await createTestApp({}, { ownDatabase: 'dag' });
-    owner = await t.user();
-    service = await t.user('service');
-    admin = await t.user('admin');
-    project = (await makeProject(t, owner)).name;
-  });
-  afterEach(async () => {
-    expect((await invariants(t, admin)).mismatches).toEqual([]);
-  });
-  afterAll(() => t.close());
+  dagTestbed('dag', (bed) => ({ t, owner, service, project } = bed));
 
   const runUrl = (run: RunResponse) => `/api/v1/projects/${project}/runs/${run.id}`;
   const getRun = async (run: RunResponse) =>

@@ -2,7 +2,10 @@ import { Claimed, DONE, Outcome, ReferenceWorker } from '../../bench/reference-w
 import type { Principal } from '../../src/common/auth/principal';
 import { DomainError } from '../../src/common/errors/domain-error';
 import { WorkerReportsService } from '../../src/modules/lifecycle/worker-reports.service';
-import type { TestApp, TestUser } from './test-app';
+import { makeProject } from './factories';
+import { createTestApp, type TestApp, type TestUser } from './test-app';
+import type { OwnDatabase } from './test-databases';
+import { invariants } from './workers';
 
 /**
  * A reference worker that calls the worker lifecycle's service in-process (the same transactions as the HTTP
@@ -118,4 +121,33 @@ export async function drainFast(
       }),
     );
   }
+}
+
+/** What a dependencies spec works with: its own app and database, an owner, a service user, an admin, a project. */
+export interface DagTestbed {
+  t: TestApp;
+  owner: TestUser;
+  service: TestUser;
+  admin: TestUser;
+  project: string;
+}
+
+/**
+ * The dependencies specs' shared set-up, registered in the calling describe: an app on a database of its own
+ * (`ownDatabase`), the users and project handed to `use` once made, zero invariant mismatches after every test, the
+ * app closed at the end.
+ */
+export function dagTestbed(ownDatabase: OwnDatabase, use: (bed: DagTestbed) => void): void {
+  let bed: DagTestbed | undefined;
+  beforeAll(async () => {
+    const t = await createTestApp({}, { ownDatabase });
+    const owner = await t.user();
+    bed = { t, owner, service: await t.user('service'), admin: await t.user('admin'), project: '' };
+    bed.project = (await makeProject(t, owner)).name;
+    use(bed);
+  });
+  afterEach(async () => {
+    if (bed) expect((await invariants(bed.t, bed.admin)).mismatches).toEqual([]);
+  });
+  afterAll(() => bed?.t.close());
 }
