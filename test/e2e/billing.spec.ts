@@ -7,6 +7,7 @@ import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../suppo
 import { BillingService } from '../../src/modules/billing/billing.service';
 import { claimFor, invariants, makeWorker } from '../support/workers';
 import { required } from '../../src/common/required';
+import { MetricsService } from '../../src/infra/metrics/metrics.service';
 
 interface Cost {
   total_usd: number;
@@ -530,6 +531,52 @@ describe('billing: rates, accrual, rollups to every ancestor, exact cost, limits
         [runId],
       );
       expect(rows).toEqual([{ token: 0, usage: 35 }]);
+      await t.dataSource.query(`DELETE FROM billing_run_usage WHERE run_id = $1`, [runId]);
+    });
+
+    it('compaction passes beside a stream of accruals: every pass succeeds, every second is kept', async () => {
+      const runId = '00000000-0000-4000-9000-' + String(Date.now()).slice(-12).padStart(12, '0');
+      const [{ id: cpu }] = await t.dataSource.query(`SELECT id FROM resources WHERE name = 'cpu' LIMIT 1`);
+      // Accruals as the billing statements write them: a random token's row inserted or added to, committed each.
+      let stop = false;
+      let accrued = 0;
+      const accruer = async () => {
+        const runner = t.dataSource.createQueryRunner();
+        await runner.connect();
+        try {
+          while (!stop) {
+            await runner.query(
+              `INSERT INTO billing_run_usage AS u (run_id, resource_id, token, usage) VALUES ($1, $2, $3, 1)
+               ON CONFLICT (run_id, resource_id, token) DO UPDATE SET usage = u.usage + 1`,
+              [runId, cpu, Math.floor(Math.random() * 8)],
+            );
+            accrued++;
+          }
+        } finally {
+          await runner.release();
+        }
+      };
+      const accruers = [accruer(), accruer(), accruer()];
+      // Under REPEATABLE READ a pass met a serialization failure on nearly every try while accruals kept coming
+      // (a 503 from the maintenance route under the 3-instance workload); the DELETE now follows their updates.
+      const retries = () => t.app.get(MetricsService).transactionRetries.get();
+      const before = (await retries()).values.reduce((sum, v) => sum + v.value, 0);
+      try {
+        for (let pass = 0; pass < 10; pass++) {
+          await t.app.get(BillingService).compactShards(1_000_000);
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      } finally {
+        stop = true;
+        await Promise.all(accruers);
+      }
+      expect((await retries()).values.reduce((sum, v) => sum + v.value, 0) - before).toBe(0);
+      const [{ total }] = await t.dataSource.query(
+        `SELECT SUM(usage)::int AS total FROM billing_run_usage WHERE run_id = $1`,
+        [runId],
+      );
+      expect(accrued).toBeGreaterThan(50);
+      expect(total).toBe(accrued);
       await t.dataSource.query(`DELETE FROM billing_run_usage WHERE run_id = $1`, [runId]);
     });
   });

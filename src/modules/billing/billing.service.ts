@@ -196,11 +196,11 @@ export class BillingService implements OnModuleInit {
   }
 
   /**
-   * Maintenance: folds token shards of aggregate rows into one, in a REPEATABLE READ transaction that checks the
-   * totals it saw did not change (a concurrent accrual makes it retry). Returns the rows removed.
+   * Maintenance: folds token shards of aggregate rows into their token-0 row, beside live accruals (see the
+   * repository for why READ COMMITTED is exact here). Returns the rows removed.
    */
   compactShards(limit: number): Promise<number> {
-    return this.tx.run((m) => this.billing.compactShards(m, limit), 'REPEATABLE READ');
+    return this.tx.run((m) => this.billing.compactShards(m, limit));
   }
 
   /** Usage recomputed from attempts × quantities against every aggregate. */
