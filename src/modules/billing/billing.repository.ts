@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
+import { type StatementRider, withRider } from '../../infra/database/rider';
 import type { ReportDimension } from './dto/billing.dto';
 
 export interface NewAttempt {
@@ -175,7 +176,8 @@ export class BillingRepository {
    * late report accrues nothing; an unknown or closed attempt changes nothing. Usage is the pinned quantity × the
    * seconds of each UTC day, summed in numeric (nothing rounded). Aggregate rows are taken in one fixed order (job,
    * groups by id, run, day rows; the scalar subqueries below run the inserts in that order), so concurrent accruals
-   * never deadlock; shard `token` spreads the hot rows. Returns whether anything accrued.
+   * never deadlock; shard `token` spreads the hot rows. `rider` (another module's write, see StatementRider) goes
+   * in the same round trip. Returns whether anything accrued.
    */
   async accrue(
     m: EntityManager,
@@ -183,9 +185,9 @@ export class BillingRepository {
     toNow: boolean,
     close: boolean,
     token: number,
+    rider?: StatementRider,
   ): Promise<boolean> {
-    const [row] = await preparedQuery<{ n: string }>(
-      m,
+    const q = withRider(
       'billing_accrue',
       `WITH o AS (
          SELECT submission_id, rolled_up_to AS prev FROM billing_attempts
@@ -233,11 +235,13 @@ export class BillingRepository {
           GROUP BY u.project_id, u.user_id, d.day, d.resource_id ORDER BY d.day, d.resource_id
          ON CONFLICT (project_id, user_id, day, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
-       )
-       SELECT (SELECT count(*) FROM job) + (SELECT count(*) FROM grp) + (SELECT count(*) FROM run) +
+       )`,
+      `SELECT (SELECT count(*) FROM job) + (SELECT count(*) FROM grp) + (SELECT count(*) FROM run) +
               (SELECT count(*) FROM daily) AS n`,
       [submissionId, toNow, close, token],
+      rider,
     );
+    const [row] = await preparedQuery<{ n: string }>(m, q.name, q.text, q.params);
     return Number(row.n) > 0;
   }
 

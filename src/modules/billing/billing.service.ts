@@ -2,6 +2,7 @@ import { Injectable, OnModuleInit } from '@nestjs/common';
 import { randomInt } from 'node:crypto';
 import { EntityManager } from 'typeorm';
 import { DomainError, validationFailed } from '../../common/errors/domain-error';
+import type { StatementRider } from '../../infra/database/rider';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
@@ -125,10 +126,16 @@ export class BillingService implements OnModuleInit {
 
   /**
    * The attempt ended: accrues up to now and closes it, or (a lapsed lease, `atLastRollup`) closes it where the
-   * last heartbeat left the clock. Closed attempts never accrue again.
+   * last heartbeat left the clock. Closed attempts never accrue again. `rider` is written in the same statement
+   * (the lifecycle's event of the ending attempt: see StatementRider).
    */
-  async closeAttempt(m: EntityManager, submissionId: string, atLastRollup = false): Promise<void> {
-    await this.billing.accrue(m, submissionId, !atLastRollup, true, randomInt(TOKENS));
+  async closeAttempt(
+    m: EntityManager,
+    submissionId: string,
+    atLastRollup = false,
+    rider?: StatementRider,
+  ): Promise<void> {
+    await this.billing.accrue(m, submissionId, !atLastRollup, true, randomInt(TOKENS), rider);
   }
 
   async runCost(runId: string): Promise<CostReport> {

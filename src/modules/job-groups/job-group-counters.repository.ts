@@ -3,7 +3,6 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
-import { type StatementRider, withRider } from '../../infra/database/rider';
 import {
   ACTIVE,
   type ActiveCounts,
@@ -33,6 +32,38 @@ const LOCK_CHAIN = `WITH locked AS (
      FOR UPDATE OF c
 )`;
 
+/** lockChainAndCount's statement (see there). */
+const LOCK_CHAIN_AND_COUNT = `${LOCK_CHAIN},
+       verdict AS (SELECT NOT coalesce(bool_or(cancelled), false) AS counted FROM locked),
+       updated AS (
+         UPDATE job_group_counters c
+            SET n_jobs = c.n_jobs + CASE WHEN v.counted THEN $3 ELSE 0 END,
+                n_completed = c.n_completed + CASE WHEN v.counted THEN $4 ELSE 0 END,
+                n_succeeded = c.n_succeeded + CASE WHEN v.counted THEN $5 ELSE 0 END,
+                n_failed = c.n_failed + CASE WHEN v.counted THEN $6 ELSE 0 END,
+                n_cancelled = c.n_cancelled + CASE WHEN v.counted THEN $7 ELSE 0 END,
+                n_aborted = c.n_aborted + CASE WHEN v.counted THEN $11 ELSE 0 END,
+                n_always_run_open = c.n_always_run_open + CASE WHEN v.counted THEN $12 ELSE 0 END,
+                n_provisioning = c.n_provisioning + CASE WHEN c.job_group_id = 0 THEN $8 ELSE 0 END,
+                n_running = c.n_running + CASE WHEN c.job_group_id = 0 THEN $9 ELSE 0 END,
+                n_retrying = c.n_retrying + CASE WHEN c.job_group_id = 0 THEN $10 ELSE 0 END,
+                n_pending = c.n_pending + CASE WHEN c.job_group_id = 0 THEN $13 ELSE 0 END
+           FROM locked l, verdict v
+          WHERE (v.counted OR l."jobGroupId" = 0) AND c.run_id = $1 AND c.job_group_id = l."jobGroupId"
+      RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}, ${ACTIVE}
+       )
+       SELECT l."jobGroupId", l.level, l."cancelAfterNFailures", l.cancelled, v.counted,
+              coalesce(u."nJobs", l."nJobs") AS "nJobs", coalesce(u."nCompleted", l."nCompleted") AS "nCompleted",
+              coalesce(u."nSucceeded", l."nSucceeded") AS "nSucceeded", coalesce(u."nFailed", l."nFailed") AS "nFailed",
+              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled",
+              coalesce(u."nAborted", l."nAborted") AS "nAborted",
+              coalesce(u."nAlwaysRunOpen", l."nAlwaysRunOpen") AS "nAlwaysRunOpen",
+              coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
+              coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying",
+              coalesce(u."nPending", l."nPending") AS "nPending"
+         FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
+        ORDER BY l.level`;
+
 /** The groups' counters rows: chain and cascade locking, counting, the run's active counts, and their reads. */
 @Injectable()
 export class JobGroupCountersRepository {
@@ -54,40 +85,11 @@ export class JobGroupCountersRepository {
     jobGroupId: number,
     d: CountsDelta,
     active: ActiveDelta,
-    rider?: StatementRider,
   ): Promise<{ levels: ChainLevel[]; counted: boolean }> {
-    const q = withRider(
+    const rows = await preparedQuery<ChainLevel & { counted: boolean }>(
+      m,
       'job_groups_lock_chain_and_count',
-      `${LOCK_CHAIN},
-       verdict AS (SELECT NOT coalesce(bool_or(cancelled), false) AS counted FROM locked),
-       updated AS (
-         UPDATE job_group_counters c
-            SET n_jobs = c.n_jobs + CASE WHEN v.counted THEN $3 ELSE 0 END,
-                n_completed = c.n_completed + CASE WHEN v.counted THEN $4 ELSE 0 END,
-                n_succeeded = c.n_succeeded + CASE WHEN v.counted THEN $5 ELSE 0 END,
-                n_failed = c.n_failed + CASE WHEN v.counted THEN $6 ELSE 0 END,
-                n_cancelled = c.n_cancelled + CASE WHEN v.counted THEN $7 ELSE 0 END,
-                n_aborted = c.n_aborted + CASE WHEN v.counted THEN $11 ELSE 0 END,
-                n_always_run_open = c.n_always_run_open + CASE WHEN v.counted THEN $12 ELSE 0 END,
-                n_provisioning = c.n_provisioning + CASE WHEN c.job_group_id = 0 THEN $8 ELSE 0 END,
-                n_running = c.n_running + CASE WHEN c.job_group_id = 0 THEN $9 ELSE 0 END,
-                n_retrying = c.n_retrying + CASE WHEN c.job_group_id = 0 THEN $10 ELSE 0 END,
-                n_pending = c.n_pending + CASE WHEN c.job_group_id = 0 THEN $13 ELSE 0 END
-           FROM locked l, verdict v
-          WHERE (v.counted OR l."jobGroupId" = 0) AND c.run_id = $1 AND c.job_group_id = l."jobGroupId"
-      RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}, ${ACTIVE}
-       )`,
-      `SELECT l."jobGroupId", l.level, l."cancelAfterNFailures", l.cancelled, v.counted,
-              coalesce(u."nJobs", l."nJobs") AS "nJobs", coalesce(u."nCompleted", l."nCompleted") AS "nCompleted",
-              coalesce(u."nSucceeded", l."nSucceeded") AS "nSucceeded", coalesce(u."nFailed", l."nFailed") AS "nFailed",
-              coalesce(u."nCancelled", l."nCancelled") AS "nCancelled",
-              coalesce(u."nAborted", l."nAborted") AS "nAborted",
-              coalesce(u."nAlwaysRunOpen", l."nAlwaysRunOpen") AS "nAlwaysRunOpen",
-              coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
-              coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying",
-              coalesce(u."nPending", l."nPending") AS "nPending"
-         FROM locked l CROSS JOIN verdict v LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId"
-        ORDER BY l.level`,
+      LOCK_CHAIN_AND_COUNT,
       [
         runId,
         jobGroupId,
@@ -103,9 +105,7 @@ export class JobGroupCountersRepository {
         d.nAlwaysRunOpen ?? 0,
         active.nPending ?? 0,
       ],
-      rider,
     );
-    const rows = await preparedQuery<ChainLevel & { counted: boolean }>(m, q.name, q.text, q.params);
     return {
       // eslint-disable-next-line @typescript-eslint/no-unused-vars -- `_` drops `counted` from the levels
       levels: rows.map(({ counted: _, ...level }) => level),

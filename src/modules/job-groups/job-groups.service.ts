@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { required } from '../../common/required';
-import type { StatementRider } from '../../infra/database/rider';
 import { type Cancellation, cancelledJobOutcome, type JobOutcome, outcomeDelta } from '../lifecycle/outcomes';
 import { MAX_DEPTH } from './dto/job-group.dto';
 import {
@@ -160,7 +159,6 @@ export class JobGroupsService {
     outcome: JobOutcome,
     active: ActiveDelta,
     alwaysRun = false,
-    rider?: StatementRider,
   ): Promise<{
     counted: boolean;
     root: RootChange;
@@ -168,7 +166,7 @@ export class JobGroupsService {
     statusChanges: GroupStatusChange[];
   }> {
     const delta = { ...outcomeDelta(outcome), nAlwaysRunOpen: alwaysRun ? -1 : 0 };
-    const { levels, counted } = await this.counters.lockChainAndCount(m, runId, jobGroupId, delta, active, rider);
+    const { levels, counted } = await this.counters.lockChainAndCount(m, runId, jobGroupId, delta, active);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     const chain = await this.withCancellations(m, runId, jobGroupId, levels);
     if (!counted && alwaysRun) {

@@ -1,6 +1,7 @@
-import type { StatementRider } from '../../infra/database/rider';
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
+import { BillingService } from '../billing/billing.service';
+import type { SubmissionRef } from '../events/event-types';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
@@ -15,9 +16,10 @@ import { type FinishedStatus, isRetryableStatus, type SubmissionStatus } from '.
 
 /**
  * How a submission's attempt ends, for every path that ends one (a worker's report, a lapsed lease, the time
- * limit): retried under the run's policy, or the job's final outcome counted into its group chain and the run's
- * status re-derived. Called inside the caller's transaction with the submission and job rows locked and billing
- * closed (LOCK_ORDER): only the counter rows and, rarely, the run row remain to lock.
+ * limit): `close` first (billing, and the attempt's event), then retried under the run's policy, or the job's final
+ * outcome counted into its group chain and the run's status re-derived. Called inside the caller's transaction with
+ * the submission and job rows locked (LOCK_ORDER): after `close`, only the counter rows and, rarely, the run row
+ * remain to lock.
  */
 @Injectable()
 export class JobFinisher {
@@ -29,8 +31,27 @@ export class JobFinisher {
     private readonly runAccess: RunAccessService,
     private readonly events: LifecycleEvents,
     private readonly dependents: DependencyRelease,
+    private readonly billing: BillingService,
   ) {}
 
+  /**
+   * Closes the attempt's billing and records its `job.status` event (`s` now in `status`) in that same statement:
+   * one round trip, taken before the hot counter rows are locked, so the event adds nothing to the time they are
+   * held. Its snapshot, which orders it in the feed (see EventsRepository.insert), is taken then, before this
+   * transaction can wait for another's counter rows; events written after a counter is locked (the run's and
+   * groups' status, a dependent's release) follow it.
+   */
+  async close(
+    m: EntityManager,
+    s: SubmissionRef & { id: string },
+    status: SubmissionStatus,
+    reason: string,
+    atLastRollup = false,
+  ): Promise<void> {
+    await this.billing.closeAttempt(m, s.id, atLastRollup, await this.events.jobRider(m, s, status, reason));
+  }
+
+  /** After `close`. */
   async finishLocked(
     m: EntityManager,
     s: SubmissionFacts,
@@ -61,7 +82,7 @@ export class JobFinisher {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
       retry = { id: next.id, submission_num: next.submissionNum };
     }
-    await this.events.jobs(m, [s], status, reason, retry ? [{ ...s, submissionNum: retry.submission_num }] : []);
+    if (retry) await this.events.jobs(m, [], 'submitted', null, [{ ...s, submissionNum: retry.submission_num }]);
     await this.runStatus.refreshStatus(
       m,
       s.runId,
@@ -75,9 +96,9 @@ export class JobFinisher {
   }
 
   /**
-   * Counts a job's final outcome (its submission and job rows already finished, the job marked counted) into its
-   * chain; the run's active counts move in the same statement. In the rare case a cancellation already counted
-   * this job, the job's flag is put back.
+   * Counts a job's final outcome (its submission and job rows already finished, the job marked counted, `close`
+   * done) into its chain; the run's active counts move in the same statement. In the rare case a cancellation
+   * already counted this job, the job's flag is put back.
    */
   async countFinal(
     m: EntityManager,
@@ -87,19 +108,11 @@ export class JobFinisher {
     reason: string,
     delta: ActiveDelta,
   ): Promise<CompleteResult> {
-    let cascade: { counted: boolean; pending: ActiveDelta } = { counted: false, pending: {} };
-    let event: StatementRider | undefined;
-    if (job.hasDependents) {
-      // Its event, then its dependents (released or ended: their events follow its own in the feed), before its own
-      // chain is counted (their counters and its chain are locked in one order).
-      await this.events.jobs(m, [s], status, reason);
-      cascade = await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }], [s.jobGroupId]);
-    } else {
-      // The common case: the job's event rides on the counting statement. Its snapshot, which orders it in the feed
-      // (see EventsRepository.insert), is taken when that statement begins, before it waits for the counter rows,
-      // as a separate INSERT before it would be (LOCK_ORDER: events before group counters); one round trip less.
-      event = await this.events.jobRider(m, s, status, reason);
-    }
+    // Its dependents (released or ended: their events follow its own in the feed) before its own chain is counted
+    // (their counters and its chain are locked in one order).
+    const cascade = job.hasDependents
+      ? await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }], [s.jobGroupId])
+      : { counted: false, pending: {} };
     const result = await this.groups.countOutcome(
       m,
       s.runId,
@@ -107,7 +120,6 @@ export class JobFinisher {
       OUTCOME_OF_STATUS[status as FinishedStatus],
       addDelta(delta, cascade.pending),
       job.alwaysRun,
-      event,
     );
     if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
     await this.events.counted(m, s.runId, result);

@@ -1,7 +1,6 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
-import { BillingService } from '../billing/billing.service';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { SubmissionsService } from '../jobs/submissions.service';
@@ -22,7 +21,6 @@ export class ServerTransitionsService implements OnModuleInit {
     private readonly groups: JobGroupsService,
     private readonly groupViews: JobGroupViewsService,
     private readonly runStatus: RunStatusService,
-    private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
     private readonly loops: BackgroundLoopsService,
     private readonly dependents: DependencyRelease,
@@ -42,7 +40,7 @@ export class ServerTransitionsService implements OnModuleInit {
         const locked = await this.subs.lockWithJob(m, s.id);
         if (!locked || locked.job.latestSubmissionId !== s.id) continue;
         // The clock stopped at the last heartbeat (each one rolled usage up to its time): close without accruing.
-        await this.billing.closeAttempt(m, s.id, true);
+        await this.finisher.close(m, locked.submission, 'failed', 'instance_unreachable', true);
         await this.finisher.finishLocked(m, locked.submission, locked.job, 'failed', 'instance_unreachable', null);
       }
       return lapsed.length;
@@ -60,7 +58,7 @@ export class ServerTransitionsService implements OnModuleInit {
       for (const s of overdue) {
         const locked = await this.subs.lockWithJob(m, s.id);
         if (!locked || locked.job.latestSubmissionId !== s.id) continue;
-        await this.billing.closeAttempt(m, s.id);
+        await this.finisher.close(m, locked.submission, 'terminated', 'max_duration_exceeded');
         await this.finisher.finishLocked(m, locked.submission, locked.job, 'terminated', 'max_duration_exceeded', null);
       }
       return overdue.length;

@@ -382,7 +382,7 @@ export class WorkerReportsService {
           );
       if (current?.finished) {
         const s = current.submission;
-        await this.billing.closeAttempt(m, s.id);
+        await this.finisher.close(m, s, body.status, body.termination_reason);
         return this.finisher.countFinal(
           m,
           s,
@@ -410,7 +410,7 @@ export class WorkerReportsService {
       if (runtimeData) await this.subs.setRuntimeData(m, s, runtimeData);
       // Usage up to now, closed before the group counters and the run are locked (the lock order), so billing adds
       // nothing to the time those hot rows are held.
-      await this.billing.closeAttempt(m, s.id);
+      await this.finisher.close(m, s, body.status, body.termination_reason);
       return this.finisher.finishLocked(m, s, job, body.status, body.termination_reason, exitStatus);
     });
   }
