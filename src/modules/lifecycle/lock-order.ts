@@ -13,7 +13,7 @@ export const LOCK_ORDER = [
   'billing',
   /**
    * `events`: appended (no lock held on others' rows; the identity is taken at insert), by an INSERT of their own or
-   * riding on the counting statement (StatementRider), whose snapshot is taken before it locks the counters.
+   * riding on billing's closing statement (StatementRider: JobFinisher.close), before any counter is locked.
    */
   'events',
   /** `job_group_counters`, deepest group first, the run's root (group 0) last. */
