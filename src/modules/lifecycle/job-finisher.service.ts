@@ -51,7 +51,9 @@ export class JobFinisher {
     await this.billing.closeAttempt(m, s.id, atLastRollup, await this.events.jobRider(m, s, status, reason));
   }
 
-  /** After `close`. */
+  /**
+   * Ends the attempt (`close` first, `atLastRollup` as there), then retries the job or counts its final outcome.
+   */
   async finishLocked(
     m: EntityManager,
     s: SubmissionFacts,
@@ -59,7 +61,9 @@ export class JobFinisher {
     status: SubmissionStatus,
     reason: string,
     exitStatus: number | null,
+    atLastRollup = false,
   ): Promise<CompleteResult> {
+    await this.close(m, s, status, reason, atLastRollup);
     const delta = activeDelta(s.status, -1, s.submissionNum);
     const retryable = isRetryableStatus(status);
     const policy = retryable ? await this.runAccess.retryPolicy(m, s.runId) : undefined;
@@ -82,7 +86,7 @@ export class JobFinisher {
       const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
       retry = { id: next.id, submission_num: next.submissionNum };
     }
-    if (retry) await this.events.jobs(m, [], 'submitted', null, [{ ...s, submissionNum: retry.submission_num }]);
+    if (retry) await this.events.jobs(m, [{ ...s, submissionNum: retry.submission_num }], 'submitted');
     await this.runStatus.refreshStatus(
       m,
       s.runId,

@@ -27,27 +27,23 @@ export class LifecycleEvents {
     private readonly runs: RunAccessService,
   ) {}
 
-  /**
-   * `job.status` events for submissions (of any runs) now in `status`; `retried` are the new submissions of retried
-   * jobs (`submitted`), recorded after their failed attempts.
-   */
+  /** `job.status` events for submissions (of any runs) now in `status`. */
   async jobs(
     m: EntityManager,
     subs: readonly SubmissionRef[],
     status: SubmissionStatus,
     reason: string | null = null,
-    retried: readonly SubmissionRef[] = [],
   ): Promise<void> {
-    if (subs.length === 0 && retried.length === 0) return;
+    if (subs.length === 0) return;
     const projects = await this.runs.projectsOf(
       m,
-      [...subs, ...retried].map((x) => x.runId),
+      subs.map((x) => x.runId),
     );
     const project = (runId: string) => required(projects.get(runId), `the project of run ${runId}`);
-    await this.events.record(m, [
-      ...subs.map((x) => jobStatusEvent(project(x.runId), x, status, reason)),
-      ...retried.map((x) => jobStatusEvent(project(x.runId), x, 'submitted')),
-    ]);
+    await this.events.record(
+      m,
+      subs.map((x) => jobStatusEvent(project(x.runId), x, status, reason)),
+    );
   }
 
   /**

@@ -40,8 +40,15 @@ export class ServerTransitionsService implements OnModuleInit {
         const locked = await this.subs.lockWithJob(m, s.id);
         if (!locked || locked.job.latestSubmissionId !== s.id) continue;
         // The clock stopped at the last heartbeat (each one rolled usage up to its time): close without accruing.
-        await this.finisher.close(m, locked.submission, 'failed', 'instance_unreachable', true);
-        await this.finisher.finishLocked(m, locked.submission, locked.job, 'failed', 'instance_unreachable', null);
+        await this.finisher.finishLocked(
+          m,
+          locked.submission,
+          locked.job,
+          'failed',
+          'instance_unreachable',
+          null,
+          true,
+        );
       }
       return lapsed.length;
     });
@@ -58,7 +65,6 @@ export class ServerTransitionsService implements OnModuleInit {
       for (const s of overdue) {
         const locked = await this.subs.lockWithJob(m, s.id);
         if (!locked || locked.job.latestSubmissionId !== s.id) continue;
-        await this.finisher.close(m, locked.submission, 'terminated', 'max_duration_exceeded');
         await this.finisher.finishLocked(m, locked.submission, locked.job, 'terminated', 'max_duration_exceeded', null);
       }
       return overdue.length;

@@ -408,9 +408,8 @@ export class WorkerReportsService {
         throw transitionRefused(id, s.status, body.status, body.termination_reason);
       }
       if (runtimeData) await this.subs.setRuntimeData(m, s, runtimeData);
-      // Usage up to now, closed before the group counters and the run are locked (the lock order), so billing adds
-      // nothing to the time those hot rows are held.
-      await this.finisher.close(m, s, body.status, body.termination_reason);
+      // Usage up to now is closed first, before the group counters and the run are locked (the lock order), so
+      // billing adds nothing to the time those hot rows are held.
       return this.finisher.finishLocked(m, s, job, body.status, body.termination_reason, exitStatus);
     });
   }
