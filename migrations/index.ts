@@ -18,6 +18,7 @@ import { CreateJobParents1766188800000 } from './1766188800000-CreateJobParents'
 import { AddAlwaysRunOpenToJobGroupCounters1766275200000 } from './1766275200000-AddAlwaysRunOpenToJobGroupCounters';
 import { AddHasDependentsToJobs1766361600000 } from './1766361600000-AddHasDependentsToJobs';
 import { AddPendingToJobGroupCounters1766448000000 } from './1766448000000-AddPendingToJobGroupCounters';
+import { CountPendingJobsInEveryGroup1766534400000 } from './1766534400000-CountPendingJobsInEveryGroup';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -41,4 +42,5 @@ export const MIGRATIONS = [
   AddAlwaysRunOpenToJobGroupCounters1766275200000,
   AddHasDependentsToJobs1766361600000,
   AddPendingToJobGroupCounters1766448000000,
+  CountPendingJobsInEveryGroup1766534400000,
 ];

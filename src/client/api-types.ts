@@ -940,12 +940,14 @@ export interface components {
             /** @description Who did it: a user name, or `system`. */
             by: string | null;
         };
-        GroupCounts: {
+        GroupViewCounts: {
             n_jobs: number;
             n_completed: number;
             n_succeeded: number;
             n_failed: number;
             n_cancelled: number;
+            /** @description Of the jobs not completed, those waiting for their parents (`pending`). Under a cancellation they show as cancelled instead, but for the always_run ones it leaves to run. */
+            n_pending: number;
         };
         HeartbeatBatchDto: {
             /** @description The submissions this worker runs (at most 1000). */
@@ -1040,7 +1042,7 @@ export interface components {
             status: "running" | "success" | "failure" | "cancelled";
             cancellation: components["schemas"]["CancellationView"] | null;
             /** @description The whole subtree. */
-            counts: components["schemas"]["GroupCounts"];
+            counts: components["schemas"]["GroupViewCounts"];
         };
         JobGroupWithCost: {
             job_group_id: number;
@@ -1060,7 +1062,7 @@ export interface components {
             status: "running" | "success" | "failure" | "cancelled";
             cancellation: components["schemas"]["CancellationView"] | null;
             /** @description The whole subtree. */
-            counts: components["schemas"]["GroupCounts"];
+            counts: components["schemas"]["GroupViewCounts"];
             /** @description The whole subtree. */
             cost: components["schemas"]["CostView"];
         };

@@ -2,13 +2,15 @@ import { ServerTransitionsService } from '../../src/modules/lifecycle/server-tra
 import { dagTestbed, directWorker, DONE, drain, jobRows } from '../support/dag';
 import { jobSpec, makeRun, RunResponse } from '../support/factories';
 import { describeRealPostgres, TestApp, TestUser } from '../support/test-app';
+import { invariants } from '../support/workers';
 
 describeRealPostgres('always_run and cancellation; parents in cancelled groups', () => {
   let t: TestApp;
   let owner: TestUser;
   let service: TestUser;
+  let admin: TestUser;
   let project: string;
-  dagTestbed('dagcancel', (bed) => ({ t, owner, service, project } = bed));
+  dagTestbed('dagcancel', (bed) => ({ t, owner, service, admin, project } = bed));
 
   const runUrl = (run: RunResponse) => `/api/v1/projects/${project}/runs/${run.id}`;
   const group = async (run: RunResponse, g: number) =>
@@ -73,7 +75,14 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
     expect((await w.complete(ar.id, DONE)).status).toBe(200);
     const after = await group(run, 1);
     expect(after.state).toBe('complete');
-    expect(after.counts).toEqual({ n_jobs: 3, n_completed: 3, n_succeeded: 2, n_failed: 0, n_cancelled: 1 });
+    expect(after.counts).toEqual({
+      n_jobs: 3,
+      n_completed: 3,
+      n_succeeded: 2,
+      n_failed: 0,
+      n_cancelled: 1,
+      n_pending: 0,
+    });
     const rows = await byName(run);
     expect([rows.get('ar')?.status, rows.get('ar-queued')?.status]).toEqual(['done', 'done']);
     const view = (await t.http.get(runUrl(run)).set(owner.auth).expect(200)).body;
@@ -129,6 +138,7 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
       n_succeeded: 1,
       n_failed: 0,
       n_cancelled: 3,
+      n_pending: 0,
     });
   });
 
@@ -157,6 +167,69 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
     const ran = await drain(w);
     expect(ran.map((s) => s.job_name).sort()).toEqual(['c2', 'c3']);
     expect(await jobCounts()).toEqual({ done: 3, terminated: 1 });
+  });
+
+  it('group views count the pending jobs of their subtree; below a cancellation those show cancelled', async () => {
+    // Groups: a (1) > b (2), and c (3). p gates everything; z waits on x1 in another group.
+    const run = await makeRun(t, owner, project, {
+      priority: 6,
+      job_groups: [{ ref: 'a' }, { ref: 'b', parent_ref: 'a' }, { ref: 'c' }],
+      jobs: [
+        { name: 'p', ref: 'p', spec: jobSpec() },
+        { name: 'y', depends_on: ['p'], group_ref: 'a', spec: jobSpec() },
+        { name: 'x1', ref: 'x1', depends_on: ['p'], group_ref: 'b', spec: jobSpec() },
+        { name: 'x2', depends_on: ['p'], group_ref: 'b', always_run: true, spec: jobSpec() },
+        { name: 'z', depends_on: ['x1'], group_ref: 'c', spec: jobSpec() },
+        { name: 'q', group_ref: 'c', spec: jobSpec() },
+      ],
+    });
+    const pending = async () => {
+      const out: number[] = [];
+      for (const g of [0, 1, 2, 3]) out.push((await group(run, g)).counts.n_pending);
+      const children = await t.http
+        .get(`${runUrl(run)}/job-groups/0/job-groups`)
+        .set(owner.auth)
+        .expect(200);
+      // A page of children shows the same counts as each group's own view.
+      expect(children.body.items.map((g: { counts: { n_pending: number } }) => g.counts.n_pending)).toEqual([
+        out[1],
+        out[3],
+      ]);
+      const jobCounts = (await t.http.get(runUrl(run)).query({ jobs_limit: 0 }).set(owner.auth).expect(200)).body
+        .job_counts;
+      expect(jobCounts.pending ?? 0).toBe(out[0]);
+      return out;
+    };
+    expect(await pending()).toEqual([4, 3, 2, 1]);
+    await cancel(run, 2);
+    // b's x1 shows cancelled; x2 (always_run) still waits: in b, in a (with y) and in the run (with z).
+    expect(await pending()).toEqual([3, 2, 1, 1]);
+    expect((await invariants(t, admin)).mismatches).toEqual([]);
+    const w = directWorker(t, service, 'w-group-pending');
+    const first = await w.claim(2);
+    expect(first.map((s) => s.job_name).sort()).toEqual(['p', 'q']);
+    for (const s of first) expect((await w.execute(s, DONE)).status).toBe(200);
+    // p released y, x1 and x2; z still waits for x1.
+    expect(await pending()).toEqual([1, 0, 0, 1]);
+    const ran = await drain(w);
+    expect(ran.map((s) => s.job_name).sort()).toEqual(['x2', 'y']);
+    await t.app.get(ServerTransitionsService).sweepCancelled(10, 100);
+    // x1 ended with b's cancellation, so z ended with it: nothing waits any more.
+    const rows = await byName(run);
+    expect([rows.get('x1')?.status, rows.get('z')?.status, rows.get('z')?.termination_reason]).toEqual([
+      'terminated',
+      'terminated',
+      'dependency_failed',
+    ]);
+    expect(await pending()).toEqual([0, 0, 0, 0]);
+    expect((await group(run, 3)).counts).toEqual({
+      n_jobs: 2,
+      n_completed: 2,
+      n_succeeded: 1,
+      n_failed: 0,
+      n_cancelled: 1,
+      n_pending: 0,
+    });
   });
 
   it('a claim ending a queued parent below a cancellation releases its children in its transaction', async () => {

@@ -129,7 +129,14 @@ describeRealPostgres('dependencies between jobs: release, cascade, views, add-jo
         .set(owner.auth)
         .expect(200)
     ).body;
-    expect(root.counts).toEqual({ n_jobs: 8, n_completed: 8, n_succeeded: 5, n_failed: 1, n_cancelled: 2 });
+    expect(root.counts).toEqual({
+      n_jobs: 8,
+      n_completed: 8,
+      n_succeeded: 5,
+      n_failed: 1,
+      n_cancelled: 2,
+      n_pending: 0,
+    });
     const events = await t.dataSource.query(
       `SELECT count(*)::int AS n FROM events WHERE run_id = $1 AND reason = 'dependency_failed'`,
       [run.id],
@@ -197,7 +204,14 @@ describeRealPostgres('dependencies between jobs: release, cascade, views, add-jo
         .set(owner.auth)
         .expect(200)
     ).body;
-    expect(root.counts).toEqual({ n_jobs: 9, n_completed: 9, n_succeeded: 6, n_failed: 1, n_cancelled: 2 });
+    expect(root.counts).toEqual({
+      n_jobs: 9,
+      n_completed: 9,
+      n_succeeded: 6,
+      n_failed: 1,
+      n_cancelled: 2,
+      n_pending: 0,
+    });
   });
 
   it('replicas: a ref stands for every replica of its entry', async () => {

@@ -126,7 +126,7 @@ describe('CLI output', () => {
       state: 'running',
       status: 'running',
       cancellation: null,
-      counts: { n_jobs: 2, n_completed: 1, n_succeeded: 1, n_failed: 0, n_cancelled: 0 },
+      counts: { n_jobs: 2, n_completed: 1, n_succeeded: 1, n_failed: 0, n_cancelled: 0, n_pending: 0 },
       cost: { total_usd: 0.5, breakdown: [] },
       children: [],
       ...over,
@@ -138,7 +138,7 @@ describe('CLI output', () => {
       reason: 'fail_fast',
     };
     const tree = g(0, null, {
-      counts: { n_jobs: 7, n_completed: 5, n_succeeded: 3, n_failed: 2, n_cancelled: 2 },
+      counts: { n_jobs: 7, n_completed: 5, n_succeeded: 3, n_failed: 2, n_cancelled: 2, n_pending: 1 },
       cost: { total_usd: 1.25, breakdown: [] },
       status: 'failure',
       children: [
@@ -152,12 +152,12 @@ describe('CLI output', () => {
     });
     expect(groupsTable(tree, 'sweep-1')).toBe(
       [
-        'GROUP        ID  STATUS     JOBS  DONE  FAILED  CANCELLED     COST  CANCELLATION',
-        'sweep-1       0  failure       7     3       2          2    $1.25',
-        '├─ prep       1  success       2     1       0          0  $0.5000',
-        '└─ sweep      2  cancelled     2     1       0          0  $0.5000  fail_fast by alice',
-        '   ├─ small   3  cancelled     2     1       0          0  $0.5000  fail_fast by alice (via group 2)',
-        '   └─ large   4  failure       2     1       0          0  $0.5000',
+        'GROUP        ID  STATUS     JOBS  PENDING  DONE  FAILED  CANCELLED     COST  CANCELLATION',
+        'sweep-1       0  failure       7        1     3       2          2    $1.25',
+        '├─ prep       1  success       2        0     1       0          0  $0.5000',
+        '└─ sweep      2  cancelled     2        0     1       0          0  $0.5000  fail_fast by alice',
+        '   ├─ small   3  cancelled     2        0     1       0          0  $0.5000  fail_fast by alice (via group 2)',
+        '   └─ large   4  failure       2        0     1       0          0  $0.5000',
         '',
       ].join('\n'),
     );

@@ -62,7 +62,10 @@ const groupName = (g: Group, runName: string) =>
       ? g.attributes.name
       : `group ${g.job_group_id}`;
 
-/** The group tree as a table: name (indented as a tree), id, effective status, counts, cost, cancellation. */
+/**
+ * The group tree as a table: name (indented as a tree), id, effective status, counts (pending: waiting for parents),
+ * cost, cancellation.
+ */
 export function groupsTable(tree: GroupNode, runName: string): string {
   const rows: string[][] = [];
   const visit = (g: GroupNode, prefix: string, childPrefix: string) => {
@@ -75,6 +78,7 @@ export function groupsTable(tree: GroupNode, runName: string): string {
       String(g.job_group_id),
       g.status,
       String(g.counts.n_jobs),
+      String(g.counts.n_pending),
       String(g.counts.n_succeeded),
       String(g.counts.n_failed),
       String(g.counts.n_cancelled),
@@ -88,9 +92,9 @@ export function groupsTable(tree: GroupNode, runName: string): string {
   };
   visit(tree, '', '');
   return table(
-    ['GROUP', 'ID', 'STATUS', 'JOBS', 'DONE', 'FAILED', 'CANCELLED', 'COST', 'CANCELLATION'],
+    ['GROUP', 'ID', 'STATUS', 'JOBS', 'PENDING', 'DONE', 'FAILED', 'CANCELLED', 'COST', 'CANCELLATION'],
     rows,
-    [1, 3, 4, 5, 6, 7],
+    [1, 3, 4, 5, 6, 7, 8],
   );
 }
 

@@ -102,7 +102,17 @@ export function groupStatus(c: GroupCounts, cancelled: boolean): GroupStatus {
   return 'running';
 }
 
-export function toView(g: JobGroup, counts: Counts, cancellation: Cancellation | null): JobGroupView {
+/**
+ * A group's view from its counters. `pendingCancelled` are the pending jobs of its subtree that a cancellation shows
+ * as cancelled (read from the jobs by the caller, which only has to when the subtree holds pending jobs and a
+ * cancellation).
+ */
+export function toView(
+  g: JobGroup,
+  counts: Counts & { nPending: number },
+  cancellation: Cancellation | null,
+  pendingCancelled = 0,
+): JobGroupView {
   const eff = effectiveCounts(counts, cancellation !== null, abortOf(cancellation) === null);
   return {
     job_group_id: g.jobGroupId,
@@ -114,7 +124,7 @@ export function toView(g: JobGroup, counts: Counts, cancellation: Cancellation |
     state: eff.n_completed === eff.n_jobs ? 'complete' : g.state,
     status: groupStatus(eff, cancellation !== null),
     cancellation: cancellation ? toCancellationView(cancellation) : null,
-    counts: eff,
+    counts: { ...eff, n_pending: counts.nPending - pendingCancelled },
   };
 }
 

@@ -139,13 +139,13 @@ export class JobGroupCountersRepository {
     ]);
   }
 
-  /** Adds `d` to each of `groupIds`, and `rootPending` to the run's pending jobs (on the root, if among them). */
+  /** Adds `d` to each of `groupIds`, and `pending` to their jobs waiting for parents. */
   async addCounts(
     m: EntityManager,
     runId: string,
     groupIds: number[],
     d: CountsDelta,
-    rootPending = 0,
+    pending = 0,
   ): Promise<(Counts & { jobGroupId: number })[]> {
     if (groupIds.length === 0) return [];
     return returning(
@@ -153,8 +153,7 @@ export class JobGroupCountersRepository {
       `UPDATE job_group_counters c
           SET n_jobs = n_jobs + $3, n_completed = n_completed + $4, n_succeeded = n_succeeded + $5,
               n_failed = n_failed + $6, n_cancelled = n_cancelled + $7, n_aborted = n_aborted + $8,
-              n_always_run_open = n_always_run_open + $9,
-              n_pending = n_pending + CASE WHEN c.job_group_id = 0 THEN $10::int ELSE 0 END
+              n_always_run_open = n_always_run_open + $9, n_pending = n_pending + $10
         WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
         RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
       [
@@ -167,7 +166,7 @@ export class JobGroupCountersRepository {
         d.nCancelled ?? 0,
         d.nAborted ?? 0,
         d.nAlwaysRunOpen ?? 0,
-        rootPending,
+        pending,
       ],
     );
   }
@@ -176,11 +175,13 @@ export class JobGroupCountersRepository {
    * Locks the counters of several groups and all their ancestors in one statement, in the one total order every
    * chain lock agrees with (depth descending, then group id; the root last): a cascade across many groups never
    * deadlocks with a chain. Returns each locked row (with its own cancelled flag) and the closure of `groupIds`.
+   * Without `withRoot`, the root is left for the caller's own write of it (it is locked last, LOCK_ORDER).
    */
   async lockGroups(
     m: EntityManager,
     runId: string,
     groupIds: number[],
+    withRoot = true,
   ): Promise<{
     rows: (Counts & { jobGroupId: number; cancelled: boolean })[];
     closure: { jobGroupId: number; ancestorId: number }[];
@@ -196,54 +197,66 @@ export class JobGroupCountersRepository {
         WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])
         ORDER BY g.depth DESC, c.job_group_id
           FOR UPDATE OF c`,
-      [runId, [...new Set(closure.map((c) => c.ancestorId))]],
+      [runId, [...new Set(closure.map((c) => c.ancestorId))].filter((id) => withRoot || id !== 0)],
     );
     return { rows, closure };
   }
 
-  /** Adds per-group deltas of completed-and-cancelled jobs (already locked rows): one statement. */
-  async addCancelledCounts(
+  /**
+   * Adds per-group deltas of completed-and-cancelled jobs and of jobs waiting for parents (already locked rows): one
+   * statement. Returns the rows as they stand afterwards.
+   */
+  async addCascadeCounts(
     m: EntityManager,
     runId: string,
-    perGroup: Map<number, number>,
+    perGroup: Map<number, { cancelled: number; pending: number }>,
   ): Promise<(Counts & { jobGroupId: number })[]> {
     if (perGroup.size === 0) return [];
+    const values = [...perGroup.values()];
     return returning(
       m,
-      `UPDATE job_group_counters c SET n_completed = c.n_completed + v.n, n_cancelled = c.n_cancelled + v.n
-         FROM unnest($2::int[], $3::int[]) AS v(g, n)
+      `UPDATE job_group_counters c SET n_completed = c.n_completed + v.n, n_cancelled = c.n_cancelled + v.n,
+              n_pending = c.n_pending + v.p
+         FROM unnest($2::int[], $3::int[], $4::int[]) AS v(g, n, p)
         WHERE c.run_id = $1 AND c.job_group_id = v.g
         RETURNING c.job_group_id AS "jobGroupId", ${COUNTS}`,
-      [runId, [...perGroup.keys()], [...perGroup.values()]],
+      [runId, [...perGroup.keys()], values.map((v) => v.cancelled), values.map((v) => v.pending)],
     );
   }
 
   /**
-   * Adds `n` jobs (`a` of them always_run) to many groups at once (run submission), and `rootPending` jobs waiting
-   * for parents to the run's root: one statement.
+   * Adds `n` jobs (`a` of them always_run, `p` waiting for parents) to many groups at once (run submission): one
+   * statement.
    */
   async addJobCounts(
     m: EntityManager,
     runId: string,
     perGroup: Map<number, number>,
     alwaysRun: Map<number, number> = new Map(),
-    rootPending = 0,
+    pending: Map<number, number> = new Map(),
   ): Promise<void> {
     if (perGroup.size === 0) return;
     const groups = [...perGroup.keys()];
     await m.query(
       `UPDATE job_group_counters c SET n_jobs = c.n_jobs + v.n, n_always_run_open = c.n_always_run_open + v.a,
-              n_pending = c.n_pending + CASE WHEN c.job_group_id = 0 THEN $5::int ELSE 0 END
-         FROM unnest($2::int[], $3::int[], $4::int[]) AS v(g, n, a)
+              n_pending = c.n_pending + v.p
+         FROM unnest($2::int[], $3::int[], $4::int[], $5::int[]) AS v(g, n, a, p)
         WHERE c.run_id = $1 AND c.job_group_id = v.g`,
-      [runId, groups, [...perGroup.values()], groups.map((g) => alwaysRun.get(g) ?? 0), rootPending],
+      [
+        runId,
+        groups,
+        [...perGroup.values()],
+        groups.map((g) => alwaysRun.get(g) ?? 0),
+        groups.map((g) => pending.get(g) ?? 0),
+      ],
     );
   }
 
   /** Every group's counters, for the invariants check. */
-  async allCounters(): Promise<(Counts & { runId: string; jobGroupId: number })[]> {
+  async allCounters(): Promise<(Counts & { runId: string; jobGroupId: number; nPending: number })[]> {
     return this.dataSource.query(
-      `SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c`,
+      `SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", ${COUNTS}, c.n_pending AS "nPending"
+         FROM job_group_counters c`,
     );
   }
 
@@ -309,10 +322,10 @@ export class JobGroupCountersRepository {
     return new Map(rows.map((r) => [r.runId, r]));
   }
 
-  async countersOfGroups(runId: string, groupIds: number[]): Promise<Map<number, Counts>> {
+  async countersOfGroups(runId: string, groupIds: number[]): Promise<Map<number, Counts & { nPending: number }>> {
     if (groupIds.length === 0) return new Map();
-    const rows: (Counts & { jobGroupId: number })[] = await this.dataSource.query(
-      `SELECT c.job_group_id AS "jobGroupId", ${COUNTS} FROM job_group_counters c
+    const rows: (Counts & { jobGroupId: number; nPending: number })[] = await this.dataSource.query(
+      `SELECT c.job_group_id AS "jobGroupId", ${COUNTS}, c.n_pending AS "nPending" FROM job_group_counters c
          WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[])`,
       [runId, groupIds],
     );

@@ -27,6 +27,7 @@ export class JobGroupInvariantsService {
     const expected = new Map<string, GroupCounts>();
     const expectedAborted = new Map<string, number>();
     const expectedOpen = new Map<string, number>();
+    const expectedPending = new Map<string, number>();
     const abortedBy = (runId: string, g: number) => {
       const c = cancellations.get(runId)?.get(g);
       return c !== undefined && cancelledJobOutcome(c).status === 'aborted';
@@ -66,6 +67,8 @@ export class JobGroupInvariantsService {
       // Uncounted always_run jobs stay open on every level but those an abort counted them on.
       const open = abortOver(runId, ancestorId) ? 0 : d.nUncountedAlwaysRun;
       expectedOpen.set(key(runId, ancestorId), (expectedOpen.get(key(runId, ancestorId)) ?? 0) + open);
+      // Pending counts are raw: every level counts its subtree's pending jobs, cancelled or not.
+      expectedPending.set(key(runId, ancestorId), (expectedPending.get(key(runId, ancestorId)) ?? 0) + d.nPending);
     }
     const out: string[] = (await this.counters.cancelledFlagMismatches()).map(
       (r) =>
@@ -108,6 +111,11 @@ export class JobGroupInvariantsService {
         out.push(
           `run ${c.runId} group ${c.jobGroupId}: counters say ${shownOpen} always_run jobs open but jobs say ` +
             `${wantOpen}`,
+        );
+      const wantPending = expectedPending.get(key(c.runId, c.jobGroupId)) ?? 0;
+      if (c.nPending !== wantPending)
+        out.push(
+          `run ${c.runId} group ${c.jobGroupId}: counters say ${c.nPending} jobs pending but jobs say ${wantPending}`,
         );
     }
     return out;

@@ -163,7 +163,24 @@ export class JobGroupRequestsService {
   /** A group with its whole subtree's counts and cost (exact now, running work included). */
   async get(principal: Principal, project: string, runId: string, jobGroupId: number): Promise<JobGroupWithCost> {
     const { run } = await this.runs.requireRun(principal, project, runId);
-    return this.withCost(run.id, await this.groupViews.get(run.id, jobGroupId));
+    return this.withCost(run.id, await this.withPendingShown(run.id, await this.groupViews.get(run.id, jobGroupId)));
+  }
+
+  /**
+   * A group's view whose subtree holds pending jobs, read again with those a cancellation shows as cancelled taken
+   * out of its pending count (counters, cancellations and jobs in one snapshot). Only a group with both pending jobs
+   * and a cancellation in the run reads more than its counters.
+   */
+  private async withPendingShown(runId: string, view: JobGroupView): Promise<JobGroupView> {
+    if (view.counts.n_pending === 0 || !(await this.groupViews.anyCancelled(runId))) return view;
+    return this.tx.run(async (m) => {
+      const again = await this.groupViews.get(runId, view.job_group_id, m);
+      const cancellations = (await this.groupViews.effectiveCancellations([runId], m)).get(runId) ?? new Map();
+      const subtree = new Set(await this.groupViews.subtreeIds(runId, view.job_group_id, m));
+      const under = new Map([...cancellations].filter(([g]) => subtree.has(g)));
+      again.counts.n_pending -= await this.jobs.pendingShownCancelled(runId, under, m);
+      return again;
+    }, 'REPEATABLE READ');
   }
 
   async children(
@@ -178,7 +195,7 @@ export class JobGroupRequestsService {
     const page = await this.groupViews.children(run.id, jobGroupId, limit, cursor);
     // One cost read per child (each a few index reads on the child's own aggregate rows), at most a page of them.
     const items: JobGroupWithCost[] = [];
-    for (const g of page.items) items.push(await this.withCost(run.id, g));
+    for (const g of page.items) items.push(await this.withCost(run.id, await this.withPendingShown(run.id, g)));
     return { items, next_cursor: page.next_cursor };
   }
 

@@ -12,12 +12,15 @@ export interface Counts {
   nAlwaysRunOpen?: number;
 }
 
-/** The run's active counts, kept on its root group's counters row (zero on every other group). */
+/**
+ * The run's active counts, kept on its root group's counters row (zero on every other group), and the jobs waiting
+ * for their parents (status `pending`), which every group counts for its subtree. A delta's `nPending` moves the
+ * root's (other levels move through the statements that add, release or end pending jobs).
+ */
 export interface ActiveCounts {
   nProvisioning: number;
   nRunning: number;
   nRetrying: number;
-  /** The run's jobs waiting for their parents (status `pending`). */
   nPending: number;
 }
 

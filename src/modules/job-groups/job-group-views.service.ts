@@ -67,6 +67,11 @@ export class JobGroupViewsService {
     return toView(group, counts, cancellation);
   }
 
+  /** Whether any group of the run is cancelled (one index probe). */
+  anyCancelled(runId: string): Promise<boolean> {
+    return this.groups.anyCancelled(runId);
+  }
+
   async requireGroup(runId: string, jobGroupId: number): Promise<void> {
     if (!(await this.groups.findGroup(runId, jobGroupId))) throw notFound(`job group ${jobGroupId}`);
   }

@@ -149,6 +149,14 @@ export class JobGroupsRepository {
     );
   }
 
+  async anyCancelled(runId: string): Promise<boolean> {
+    const [row]: { any: boolean }[] = await this.dataSource.query(
+      `SELECT EXISTS (SELECT 1 FROM job_groups_cancelled WHERE run_id = $1) AS any`,
+      [runId],
+    );
+    return row.any;
+  }
+
   async cancelledRunIds(): Promise<string[]> {
     return (await this.dataSource.query(`SELECT DISTINCT run_id AS "runId" FROM job_groups_cancelled`)).map(
       (r: { runId: string }) => r.runId,

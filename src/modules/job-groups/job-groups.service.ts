@@ -71,14 +71,16 @@ export class JobGroupsService {
     ancestors: Map<number, number[]>,
     jobsPerGroup: Map<number, number>,
     alwaysRunPerGroup: Map<number, number> = new Map(),
-    pending = 0,
+    pendingPerGroup: Map<number, number> = new Map(),
   ): Promise<void> {
     const recursive = new Map<number, number>();
     const alwaysRun = new Map<number, number>();
+    const pending = new Map<number, number>();
     for (const [g, n] of jobsPerGroup)
       for (const a of required(ancestors.get(g), `the ancestors of group ${g}`)) {
         recursive.set(a, (recursive.get(a) ?? 0) + n);
         alwaysRun.set(a, (alwaysRun.get(a) ?? 0) + (alwaysRunPerGroup.get(g) ?? 0));
+        pending.set(a, (pending.get(a) ?? 0) + (pendingPerGroup.get(g) ?? 0));
       }
     await this.counters.addJobCounts(m, runId, recursive, alwaysRun, pending);
     await this.groups.setState(m, runId, [...recursive.keys()], 'running');
@@ -192,28 +194,49 @@ export class JobGroupsService {
   }
 
   /**
-   * Counts jobs that a parent's failure ended (`perGroup`: direct jobs per group) as cancelled outcomes: locks the
-   * counters of those groups, their ancestors and `alsoLock` (the finishing parent's chain, counted right after) in
-   * one total order, leaves out jobs under a cancelled group (its cancellation counted them already), marks the
-   * groups that completed. Returns those left-out groups and the groups whose status changed.
+   * Counts jobs that a parent's failure ended (`perGroup`: direct jobs per group) as cancelled outcomes, and moves
+   * the pending counts of the groups whose jobs left `pending` (`leftPending`: direct jobs per group, ended or
+   * released): locks the counters of those groups, their ancestors and `alsoLock` (the finishing parent's chain,
+   * counted right after) in one total order, leaves out ended jobs under a cancelled group (its cancellation counted
+   * them already), marks the groups that completed. Returns those left-out groups and the groups whose status
+   * changed. The root's pending count is left to the caller's write of the root (locked last).
    */
   async countCascaded(
     m: EntityManager,
     runId: string,
     perGroup: Map<number, number>,
     alsoLock: number[],
+    leftPending: Map<number, number> = new Map(),
   ): Promise<{ uncountedGroups: number[]; statusChanges: GroupStatusChange[] }> {
-    const { rows, closure } = await this.counters.lockGroups(m, runId, [...new Set([...perGroup.keys(), ...alsoLock])]);
+    // Only pending moves (no job ended): the root's share is the caller's, in its own write of the root.
+    const withRoot = perGroup.size > 0;
+    if (!withRoot && [...leftPending.keys()].every((g) => g === 0)) return { uncountedGroups: [], statusChanges: [] };
+    const { rows, closure } = await this.counters.lockGroups(
+      m,
+      runId,
+      [...new Set([...perGroup.keys(), ...leftPending.keys(), ...alsoLock])],
+      withRoot,
+    );
     const cancelled = new Set(rows.filter((r) => r.cancelled).map((r) => r.jobGroupId));
     const uncounted = new Set<number>();
     for (const c of closure) if (perGroup.has(c.jobGroupId) && cancelled.has(c.ancestorId)) uncounted.add(c.jobGroupId);
-    const increments = new Map<number, number>();
+    const increments = new Map<number, { cancelled: number; pending: number }>();
+    const at = (g: number) => {
+      let i = increments.get(g);
+      if (!i) increments.set(g, (i = { cancelled: 0, pending: 0 }));
+      return i;
+    };
     for (const c of closure) {
       const n = perGroup.get(c.jobGroupId);
-      if (n === undefined || uncounted.has(c.jobGroupId)) continue;
-      increments.set(c.ancestorId, (increments.get(c.ancestorId) ?? 0) + n);
+      if (n !== undefined && !uncounted.has(c.jobGroupId)) at(c.ancestorId).cancelled += n;
+      // Pending counts are raw (cancelled or not); the root's is moved by the caller.
+      const left = leftPending.get(c.jobGroupId);
+      if (left !== undefined && c.ancestorId !== 0) at(c.ancestorId).pending -= left;
     }
-    const updated = await this.counters.addCancelledCounts(m, runId, increments);
+    // Rows whose only move is their pending count changed no status.
+    const updated = (await this.counters.addCascadeCounts(m, runId, increments)).filter(
+      (u) => (increments.get(u.jobGroupId)?.cancelled ?? 0) > 0,
+    );
     await this.groups.setState(m, runId, completeIds(updated), 'complete');
     const before = new Map(rows.map((r) => [r.jobGroupId, r]));
     const changes = statusChanges(

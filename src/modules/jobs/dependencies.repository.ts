@@ -109,14 +109,15 @@ export class DependenciesRepository {
   /**
    * The finished jobs `finishedIds` release their children: each child's pending-parents count drops by its edges
    * from them (children locked in id order, so concurrent releases never deadlock), and a `pending` child whose count
-   * reaches 0 becomes `queued`, with its submission 0. Three statements for all children, each by primary key over
-   * arrays; returns the released ones.
+   * reaches 0 becomes `queued`, with its submission 0, unless it is one of `staying`. Three statements for all
+   * children, each by primary key over arrays; returns the released ones.
    */
   async release(
     m: EntityManager,
     finishedIds: string[],
     pending: SubmissionStatus,
     queued: SubmissionStatus,
+    staying: string[] = [],
   ): Promise<TouchedJob[]> {
     if (finishedIds.length === 0) return [];
     const children: { id: string; k: number }[] = await m.query(
@@ -128,16 +129,17 @@ export class DependenciesRepository {
       [finishedIds],
     );
     if (children.length === 0) return [];
+    const stay = new Set(staying);
     const released = await returning<TouchedJob & { sub: string }>(
       m,
       `UPDATE jobs j SET n_pending_parents = j.n_pending_parents - v.k,
-              status = CASE WHEN j.status = $3 AND j.n_pending_parents = v.k THEN $4 ELSE j.status END
-         FROM unnest($1::uuid[], $2::int[]) AS v(id, k)
+              status = CASE WHEN j.status = $3 AND j.n_pending_parents = v.k AND NOT v.stay THEN $4 ELSE j.status END
+         FROM unnest($1::uuid[], $2::int[], $5::bool[]) AS v(id, k, stay)
         WHERE j.id = v.id
         RETURNING j.id AS "jobId", j.run_id AS "runId", j.job_group_id AS "jobGroupId",
                   j.latest_submission_num AS "submissionNum", j.latest_submission_id AS sub,
                   (j.status = $4 AND j.n_pending_parents = 0) AS released`,
-      [children.map((c) => c.id), children.map((c) => c.k), pending, queued],
+      [children.map((c) => c.id), children.map((c) => c.k), pending, queued, children.map((c) => stay.has(c.id))],
     ).then((rows) => (rows as (TouchedJob & { sub: string; released: boolean })[]).filter((r) => r.released));
     if (released.length === 0) return [];
     await m.query(

@@ -67,8 +67,11 @@ export class DependenciesService implements OnModuleInit {
     return this.deps.endJobs(m, ids, 'terminated', 'dependency_failed', uncountedGroups);
   }
 
-  /** Finished jobs release their children: counts drop, children whose last parent this was are queued. */
-  release(m: EntityManager, finishedIds: string[]): Promise<TouchedJob[]> {
-    return this.deps.release(m, finishedIds, PENDING_STATUS, QUEUED_STATUSES[0]);
+  /**
+   * Finished jobs release their children: counts drop, children whose last parent this was are queued, but for
+   * `staying` (jobs about to be ended, which stay pending until then).
+   */
+  release(m: EntityManager, finishedIds: string[], staying: string[] = []): Promise<TouchedJob[]> {
+    return this.deps.release(m, finishedIds, PENDING_STATUS, QUEUED_STATUSES[0], staying);
   }
 }

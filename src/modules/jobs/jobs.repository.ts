@@ -321,9 +321,16 @@ export class JobsRepository {
               count(*) FILTER (WHERE completion_counted AND status = ANY($3::text[]))::int AS "nCancelled",
               count(*) FILTER (WHERE completion_counted AND status = ANY($4::text[]))::int AS "nAborted",
               count(*) FILTER (WHERE NOT completion_counted)::int AS "nUncounted",
-              count(*) FILTER (WHERE NOT completion_counted AND always_run)::int AS "nUncountedAlwaysRun"
+              count(*) FILTER (WHERE NOT completion_counted AND always_run)::int AS "nUncountedAlwaysRun",
+              count(*) FILTER (WHERE status = $5)::int AS "nPending"
          FROM jobs GROUP BY run_id, job_group_id`,
-      [statusesOfOutcome('succeeded'), statusesOfOutcome('failed'), CANCELLED_STATUSES, statusesOfOutcome('aborted')],
+      [
+        statusesOfOutcome('succeeded'),
+        statusesOfOutcome('failed'),
+        CANCELLED_STATUSES,
+        statusesOfOutcome('aborted'),
+        PENDING_STATUS,
+      ],
     );
     return rows;
   }
@@ -382,4 +389,6 @@ export interface DirectOutcomes {
   nAborted: number;
   nUncounted: number;
   nUncountedAlwaysRun: number;
+  /** Jobs waiting for their parents. */
+  nPending: number;
 }

@@ -163,7 +163,26 @@ export class JobsService implements OnModuleInit {
     return out;
   }
 
-  /** Views of the jobs just added from `fromJobNum` on, inside the adding transaction. */
+  /**
+   * A run's jobs waiting for parents in the given groups under a cancellation, but for the always_run ones it spares
+   * (an abort spares none): the pending jobs those groups' views show as cancelled.
+   */
+  async pendingShownCancelled(
+    runId: string,
+    cancellations: Map<number, Cancellation>,
+    m?: EntityManager,
+  ): Promise<number> {
+    if (cancellations.size === 0) return 0;
+    const groups = [...cancellations.keys()];
+    const rows = await this.jobs.pendingInGroups(
+      groups.map(() => runId),
+      groups,
+      [...cancellations.values()].map((c) => abortOf(c) !== null),
+      m,
+    );
+    return rows.reduce((n, r) => n + r.n, 0);
+  }
+
   /** Jobs with job_num in [fromJobNum, toJobNum): one batch added to a run. */
   async addedViews(m: EntityManager, runId: string, fromJobNum: number, toJobNum: number): Promise<JobView[]> {
     const jobs = await this.jobs.jobsBetween(m, runId, fromJobNum, toJobNum);

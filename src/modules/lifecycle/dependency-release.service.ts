@@ -15,9 +15,10 @@ export interface FinalJob {
 /**
  * What a job's final outcome does to its dependents, in the finishing transaction, set-based whatever their number:
  * a parent that did not end `done` ends its not-yet-started descendants (transitively, always_run ones excepted)
- * as `terminated`/`dependency_failed`, counted and with their events; then every finished job (the parent and
- * those descendants) releases its children: pending-parents counts drop, and a child whose last parent this was is
- * queued (`submitted`), with its event. Kept apart from the finisher so the finish path stays as it is.
+ * as `terminated`/`dependency_failed`, counted and with their events; every finished job (the parent and those
+ * descendants) releases its children: pending-parents counts drop, and a child whose last parent this was is
+ * queued (`submitted`), with its event. The groups of the jobs that left `pending` count them out. Kept apart from
+ * the finisher so the finish path stays as it is.
  */
 @Injectable()
 export class DependencyRelease {
@@ -43,12 +44,21 @@ export class DependencyRelease {
     if (finished.length === 0) return { counted: false, pending: {} };
     const failed = finished.filter((f) => f.status !== 'done').map((f) => f.jobId);
     const doomed = await this.deps.lockDoomed(m, failed);
+    if (doomed.length > 0) await this.events.jobs(m, doomed, 'terminated', 'dependency_failed');
+    // Job rows before counter rows (LOCK_ORDER): the release locks the children first; the doomed stay pending for
+    // the step below to end.
+    const released = await this.deps.release(
+      m,
+      [...finished.map((f) => f.jobId), ...doomed.map((d) => d.jobId)],
+      doomed.map((d) => d.jobId),
+    );
+    const perGroup = new Map<number, number>();
+    const leftPending = new Map<number, number>();
+    for (const d of doomed) perGroup.set(d.jobGroupId, (perGroup.get(d.jobGroupId) ?? 0) + 1);
+    for (const j of [...doomed, ...released]) leftPending.set(j.jobGroupId, (leftPending.get(j.jobGroupId) ?? 0) + 1);
+    const result = await this.groups.countCascaded(m, runId, perGroup, alsoLock, leftPending);
     let counted = false;
     if (doomed.length > 0) {
-      await this.events.jobs(m, doomed, 'terminated', 'dependency_failed');
-      const perGroup = new Map<number, number>();
-      for (const d of doomed) perGroup.set(d.jobGroupId, (perGroup.get(d.jobGroupId) ?? 0) + 1);
-      const result = await this.groups.countCascaded(m, runId, perGroup, alsoLock);
       await this.deps.endDoomed(
         m,
         doomed.map((d) => d.jobId),
@@ -57,7 +67,6 @@ export class DependencyRelease {
       await this.events.counted(m, runId, { statusChanges: result.statusChanges, cancellations: [] });
       counted = doomed.some((d) => !result.uncountedGroups.includes(d.jobGroupId));
     }
-    const released = await this.deps.release(m, [...finished.map((f) => f.jobId), ...doomed.map((d) => d.jobId)]);
     await this.events.jobs(m, released, 'submitted');
     return { counted, pending: { nPending: -(doomed.length + released.length) } };
   }

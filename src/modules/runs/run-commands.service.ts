@@ -134,11 +134,13 @@ export class RunCommandsService implements OnModuleInit {
             await this.dependencies.insertEdges(m, run.id, edges);
             const perGroup = new Map<number, number>();
             const alwaysRun = new Map<number, number>();
+            const pending = new Map<number, number>();
+            const bump = (per: Map<number, number>, g: number) => per.set(g, (per.get(g) ?? 0) + 1);
             for (const j of newJobs) {
-              perGroup.set(j.jobGroupId, (perGroup.get(j.jobGroupId) ?? 0) + 1);
-              if (j.alwaysRun) alwaysRun.set(j.jobGroupId, (alwaysRun.get(j.jobGroupId) ?? 0) + 1);
+              bump(perGroup, j.jobGroupId);
+              if (j.alwaysRun) bump(alwaysRun, j.jobGroupId);
+              if (j.status === PENDING_STATUS) bump(pending, j.jobGroupId);
             }
-            const pending = newJobs.filter((j) => j.status === PENDING_STATUS).length;
             await this.groups.countNewJobs(m, run.id, ancestors, perGroup, alwaysRun, pending);
             return this.views.viewOf(
               run,

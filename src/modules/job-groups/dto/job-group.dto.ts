@@ -69,6 +69,17 @@ export class GroupCounts {
   n_cancelled!: number;
 }
 
+export class GroupViewCounts extends GroupCounts {
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    description:
+      'Of the jobs not completed, those waiting for their parents (`pending`). Under a cancellation they show as ' +
+      'cancelled instead, but for the always_run ones it leaves to run.',
+  })
+  n_pending!: number;
+}
+
 export class CancellationView {
   @ApiProperty({
     type: 'integer',
@@ -115,8 +126,8 @@ export class JobGroupView {
   @ApiProperty({ type: () => CancellationView, nullable: true })
   cancellation!: CancellationView | null;
 
-  @ApiProperty({ type: () => GroupCounts, description: 'The whole subtree.' })
-  counts!: GroupCounts;
+  @ApiProperty({ type: () => GroupViewCounts, description: 'The whole subtree.' })
+  counts!: GroupViewCounts;
 }
 
 export type { Cancellation } from '../../lifecycle/outcomes';

@@ -17,7 +17,7 @@ import { Check, Column, Entity, ForeignKey, PrimaryColumn } from 'typeorm';
 )
 @Check('ck_job_group_counters_aborted', 'n_aborted >= 0 AND n_aborted <= n_cancelled')
 @Check('ck_job_group_counters_always_run_open', 'n_always_run_open >= 0 AND n_always_run_open <= n_jobs - n_completed')
-@Check('ck_job_group_counters_pending', 'n_pending >= 0 AND (job_group_id = 0 OR n_pending = 0)')
+@Check('ck_job_group_counters_pending', 'n_pending >= 0')
 export class JobGroupCounters {
   @PrimaryColumn({ type: 'uuid', primaryKeyConstraintName: 'pk_job_group_counters' })
   runId!: string;
@@ -68,7 +68,7 @@ export class JobGroupCounters {
   @Column({ type: 'integer', default: 0 })
   nRetrying!: number;
 
-  /** The run's jobs waiting for their parents (status `pending`), on group 0 only, like the active counts. */
+  /** The subtree's jobs waiting for their parents (status `pending`), under a cancellation or not. */
   @Column({ type: 'integer', default: 0 })
   nPending!: number;
 }
