@@ -347,11 +347,11 @@ linux('the runplane CLI against a live server', () => {
       );
       expect(squash((await cli(['groups', 'tour-1'])).stdout)).toBe(
         [
-          'GROUP ID STATUS JOBS DONE FAILED CANCELLED COST CANCELLATION',
-          'tour-1 0 success 4 4 0 0 $C',
-          '├─ prep 1 success 1 1 0 0 $C',
-          '└─ sweep 2 success 2 2 0 0 $C',
-          ' └─ small 3 success 2 2 0 0 $C',
+          'GROUP ID STATUS JOBS PENDING DONE FAILED CANCELLED COST CANCELLATION',
+          'tour-1 0 success 4 0 4 0 0 $C',
+          '├─ prep 1 success 1 0 1 0 0 $C',
+          '└─ sweep 2 success 2 0 2 0 0 $C',
+          ' └─ small 3 success 2 0 2 0 0 $C',
           '',
         ].join('\n'),
       );
@@ -445,7 +445,7 @@ linux('the runplane CLI against a live server', () => {
         'the cancelled group',
         async () =>
           squash((await cli(['groups', 'long-1'])).stdout).includes(
-            '└─ second 2 cancelled 1 0 0 1 $C not needed by admin',
+            '└─ second 2 cancelled 1 0 0 0 1 $C not needed by admin',
           ),
         90_000,
       );

@@ -256,7 +256,7 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
       status: 'failure',
       cancellation: { job_group_id: 1, cancelled_by: 'system', reason: 'fail_fast' },
     });
-    expect(g.counts).toEqual({ n_jobs: 5, n_completed: 5, n_succeeded: 0, n_failed: 2, n_cancelled: 3 });
+    expect(g.counts).toEqual({ n_jobs: 5, n_completed: 5, n_succeeded: 0, n_failed: 2, n_cancelled: 3, n_pending: 0 });
     expect((await w.heartbeat(inGroup[2].id)).body.cancel_requested).toBe(true);
     for (const c of inGroup.slice(2)) await w.complete(c.id, { status: 'terminated', termination_reason: 'fail_fast' });
     const other = required(

@@ -103,7 +103,14 @@ describe('max_duration_s enforced by the server: overdue running submissions end
         .set(owner.auth)
         .expect(200)
     ).body;
-    expect(root.counts).toEqual({ n_jobs: 2, n_completed: 1, n_succeeded: 0, n_failed: 0, n_cancelled: 1 });
+    expect(root.counts).toEqual({
+      n_jobs: 2,
+      n_completed: 1,
+      n_succeeded: 0,
+      n_failed: 0,
+      n_cancelled: 1,
+      n_pending: 0,
+    });
 
     // The silent worker's next report is refused as stale: it stops the process.
     const hb = await w.heartbeat(limited.id);

@@ -47,7 +47,14 @@ describe('runs: submit, get, stop, delete, history', () => {
       expect(j.latest_job_submission?.id).toBe(j.job_submissions[0].id);
     }
     const root = await t.http.get(`${base()}/${run.id}/job-groups/0`).set(owner.auth).expect(200);
-    expect(root.body.counts).toEqual({ n_jobs: 4, n_completed: 0, n_succeeded: 0, n_failed: 0, n_cancelled: 0 });
+    expect(root.body.counts).toEqual({
+      n_jobs: 4,
+      n_completed: 0,
+      n_succeeded: 0,
+      n_failed: 0,
+      n_cancelled: 0,
+      n_pending: 0,
+    });
     const train = await t.http.get(`${base()}/${run.id}/job-groups/1`).set(owner.auth).expect(200);
     expect(train.body).toMatchObject({ parent_id: 0, depth: 1, status: 'running', counts: { n_jobs: 3 } });
     const evalGroup = await t.http.get(`${base()}/${run.id}/job-groups/2`).set(owner.auth).expect(200);
