@@ -1,6 +1,7 @@
 import { Claimed, DONE, Outcome, ReferenceWorker } from '../../bench/reference-worker';
 import type { Principal } from '../../src/common/auth/principal';
 import { DomainError } from '../../src/common/errors/domain-error';
+import { ClaimsService } from '../../src/modules/lifecycle/claims.service';
 import { WorkerReportsService } from '../../src/modules/lifecycle/worker-reports.service';
 import { makeProject } from './factories';
 import { createTestApp, type TestApp, type TestUser } from './test-app';
@@ -13,12 +14,13 @@ import { invariants } from './workers';
  */
 export function directWorker(t: Pick<TestApp, 'app'>, service: TestUser, workerId: string): ReferenceWorker {
   const reports = t.app.get(WorkerReportsService);
+  const claims = t.app.get(ClaimsService);
   const principal: Principal = { userId: service.id, name: service.name, globalRole: 'service' };
   return new ReferenceWorker(async (path, body) => {
     const b = body as never;
     const [, , , , id, action] = path.split('/');
     try {
-      if (path.endsWith('/claim')) return { status: 200, body: await reports.claim(principal, b) };
+      if (path.endsWith('/claim')) return { status: 200, body: await claims.claim(principal, b) };
       if (action === 'running') return { status: 200, body: await reports.running(principal, id, b) };
       if (action === 'heartbeat') return { status: 200, body: await reports.heartbeat(principal, id, b) };
       if (action === 'complete') return { status: 200, body: await reports.complete(principal, id, b) };

@@ -23,9 +23,23 @@ export class SubmissionsService {
     private readonly subs: SubmissionsRepository,
   ) {}
 
-  /** `containers`: the claimer has a container runtime (else jobs asking for an image are never candidates). */
-  lockCandidates(m: EntityManager, cap: Capacity, limit: number, containers: boolean): Promise<Candidate[]> {
-    return this.claims.lockCandidates(m, cap, limit, containers);
+  /**
+   * Queued submissions that fit, best first, unlocked, but for `excluded`. `containers`: the claimer has a container
+   * runtime (else jobs asking for an image are never candidates).
+   */
+  readCandidates(
+    m: EntityManager,
+    cap: Capacity,
+    limit: number,
+    containers: boolean,
+    excluded: string[],
+  ): Promise<Candidate[]> {
+    return this.claims.readCandidates(m, cap, limit, containers, excluded);
+  }
+
+  /** Locks those of `ids` still queued and not held by another claim; returns them. */
+  lockQueued(m: EntityManager, ids: string[]): Promise<Set<string>> {
+    return this.claims.lockQueued(m, ids);
   }
 
   /** The lease is held by `workerId` under the service account `userId`. */

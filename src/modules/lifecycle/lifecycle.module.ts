@@ -4,11 +4,13 @@ import { JobGroupsModule } from '../job-groups/job-groups.module';
 import { JobsModule } from '../jobs/jobs.module';
 import { RunsModule } from '../runs/runs.module';
 import { EventsModule } from '../events/events.module';
+import { ClaimsService } from './claims.service';
 import { DependencyRelease } from './dependency-release.service';
 import { JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import { LifecycleInvariants } from './lifecycle-invariants.service';
 import { ServerTransitionsService } from './server-transitions.service';
+import { SparedJobs } from './spared-jobs.service';
 import { WorkerReportsService } from './worker-reports.service';
 
 /**
@@ -21,12 +23,14 @@ import { WorkerReportsService } from './worker-reports.service';
   imports: [JobsModule, JobGroupsModule, RunsModule, BillingModule, EventsModule],
   providers: [
     DependencyRelease,
+    ClaimsService,
+    SparedJobs,
     WorkerReportsService,
     ServerTransitionsService,
     JobFinisher,
     LifecycleInvariants,
     LifecycleEvents,
   ],
-  exports: [WorkerReportsService, ServerTransitionsService],
+  exports: [ClaimsService, WorkerReportsService, ServerTransitionsService],
 })
 export class LifecycleModule {}

@@ -5,7 +5,7 @@
  * shortest time: a run's root counters row is touched by every completion in the run.
  */
 export const LOCK_ORDER = [
-  /** `job_submissions` rows (claims lock candidates with SKIP LOCKED, in priority order). */
+  /** `job_submissions` rows (a claim locks only the candidates it packed, with SKIP LOCKED, in priority order). */
   'submission',
   /** `jobs` rows, always after their submission (`FOR UPDATE OF s, j`). */
   'job',

@@ -6,7 +6,7 @@ import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
-import { abortOf, type ActiveDelta, activeDelta, addDelta, cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
+import { abortOf, activeDelta, cancelledJobOutcome } from './outcomes';
 import {
   FinishedStatus,
   HELD_STATUSES,
@@ -20,18 +20,10 @@ import {
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
 import { RunStatusService } from '../runs/run-status.service';
-import { DependencyRelease } from './dependency-release.service';
 import { JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
-import type {
-  ClaimInput,
-  ClaimedSubmission,
-  CompleteInput,
-  CompleteResult,
-  HeartbeatInput,
-  HeartbeatItem,
-  RunningInput,
-} from './lifecycle.types';
+import { SparedJobs } from './spared-jobs.service';
+import type { CompleteInput, CompleteResult, HeartbeatInput, HeartbeatItem, RunningInput } from './lifecycle.types';
 import { required } from '../../common/required';
 
 const stale = (message: string) => new DomainError('STALE_SUBMISSION', message);
@@ -91,128 +83,8 @@ export class WorkerReportsService {
     private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
     private readonly events: LifecycleEvents,
-    private readonly dependents: DependencyRelease,
+    private readonly spares: SparedJobs,
   ) {}
-
-  /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
-  async claim(principal: Principal, body: ClaimInput): Promise<{ submissions: ClaimedSubmission[] }> {
-    const limit = body.limit ?? 1;
-    const cap = { cpu: body.capacity.cpu, memoryMib: body.capacity.memory_mib, gpu: body.capacity.gpu ?? 0 };
-    const containers = body.capabilities?.container_runtime !== undefined;
-    const { claimed, runNames } = await this.tx.run(async (m) => {
-      const candidates = await this.subs.lockCandidates(m, cap, limit * 4 + 8, containers);
-      const cancellations = await this.groups.effectiveCancellations([...new Set(candidates.map((c) => c.runId))], m);
-      const picked: typeof candidates = [];
-      // Packing counts cpu in thousandths of a core (the column's scale): floats would make 0.3 − 0.1 − 0.1 < 0.1.
-      const left = { milliCpu: Math.round(cap.cpu * 1000), memoryMib: cap.memoryMib, gpu: cap.gpu };
-      const deltas = new Map<string, ActiveDelta>();
-      const refresh = new Set<string>();
-      const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
-      const spared = await this.spared(
-        m,
-        candidates.filter((c) => cancellations.get(c.runId)?.has(c.jobGroupId)),
-      );
-      for (const c of candidates) {
-        const cancellation = spared.has(c.jobId) ? undefined : cancellations.get(c.runId)?.get(c.jobGroupId);
-        if (cancellation) {
-          // Queued under a cancelled group: finish it here rather than hand it out (the sweep would, later).
-          const outcome = cancelledJobOutcome(cancellation);
-          const done = await this.subs.terminateQueued(
-            m,
-            c.runId,
-            [c.jobGroupId],
-            outcome.status,
-            outcome.terminationReason,
-            candidates.length,
-            !stopsAlwaysRun(cancellation),
-          );
-          if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
-          const cascade = await this.dependents.afterFinal(
-            m,
-            c.runId,
-            done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
-          );
-          bump(c.runId, cascade.pending);
-          if (cascade.counted) refresh.add(c.runId);
-          continue;
-        }
-        const milliCpu = Math.round(c.cpu * 1000);
-        const fits = milliCpu <= left.milliCpu && c.memoryMib <= left.memoryMib && c.gpu <= left.gpu;
-        if (picked.length >= limit || !fits) continue;
-        picked.push(c);
-        left.milliCpu -= milliCpu;
-        left.memoryMib -= c.memoryMib;
-        left.gpu -= c.gpu;
-        bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
-      }
-      const rows = await this.subs.markClaimed(
-        m,
-        picked.map((p) => p.id),
-        body.worker_id,
-        principal.userId,
-        this.env.RUNPLANE_LEASE_SECONDS,
-      );
-      for (const runId of [...deltas.keys()].sort()) {
-        await this.runStatus.moveActive(
-          m,
-          runId,
-          required(deltas.get(runId), `the active-count delta of run ${runId}`),
-        );
-      }
-      for (const runId of [...refresh].sort()) await this.runStatus.refreshStatus(m, runId);
-      await this.events.jobs(m, rows, 'provisioning');
-      const names =
-        rows.length > 0
-          ? await this.runAccess.runNames(
-              m,
-              rows.map((r) => r.runId),
-            )
-          : new Map<string, string>();
-      return { claimed: rows, runNames: names };
-    });
-    return {
-      submissions: claimed.map((r) => ({
-        id: r.id,
-        job_id: r.jobId,
-        run_id: r.runId,
-        job_group_id: r.jobGroupId,
-        job_num: r.jobNum,
-        replica_num: r.replicaNum,
-        job_name: r.jobName,
-        run_name: runNames.get(r.runId) ?? '',
-        submission_num: r.submissionNum,
-        spec: r.spec,
-        lease_expires_at: new Date(r.leaseExpiresAt).toISOString(),
-      })),
-    };
-  }
-
-  /**
-   * Of submissions below a cancellation, the jobs that go on anyway: always_run jobs, unless an abort is among the
-   * cancellations over them. Reads nothing when none is below a cancellation (the usual case).
-   */
-  private async spared(
-    m: EntityManager,
-    under: readonly { runId: string; jobGroupId: number; jobId: string }[],
-  ): Promise<Set<string>> {
-    const alwaysRun = await this.subs.alwaysRunJobs(
-      m,
-      under.map((s) => s.jobId),
-    );
-    const out = new Set<string>();
-    const aborted = new Map<string, boolean>();
-    for (const s of under) {
-      if (!alwaysRun.has(s.jobId)) continue;
-      const key = `${s.runId}/${s.jobGroupId}`;
-      let abort = aborted.get(key);
-      if (abort === undefined) {
-        abort = (await this.groups.chainCancellations(s.runId, s.jobGroupId, m)).some(stopsAlwaysRun);
-        aborted.set(key, abort);
-      }
-      if (!abort) out.add(s.jobId);
-    }
-    return out;
-  }
 
   async running(
     principal: Principal,
@@ -254,7 +126,7 @@ export class WorkerReportsService {
       if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
       const lease = await this.subs.heartbeat(m, s, body.runtime_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
       const found = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
-      const cancellation = found && (await this.spared(m, [s])).has(s.jobId) ? null : found;
+      const cancellation = found && (await this.spares.of(m, [s])).has(s.jobId) ? null : found;
       await this.billing.accrue(m, id);
       return { cancel_requested: cancellation !== null, lease_expires_at: new Date(lease).toISOString() };
     });
@@ -307,7 +179,7 @@ export class WorkerReportsService {
       );
       const cancellations = await this.groups.effectiveCancellations([...new Set(held.map((s) => s.runId))], m);
       const under = held.filter((s) => cancellations.get(s.runId)?.has(s.jobGroupId));
-      const spared = await this.spared(m, under);
+      const spared = await this.spares.of(m, under);
       const alwaysRun = await this.subs.alwaysRunJobs(
         m,
         under.map((s) => s.jobId),

@@ -13,6 +13,7 @@ import {
   RunningDto,
   RunningView,
 } from './dto/worker.dto';
+import { ClaimsService } from '../lifecycle/claims.service';
 import { WorkerReportsService } from '../lifecycle/worker-reports.service';
 
 const submissionId = new ParseUUIDPipe({ exceptionFactory: () => notFound('submission') });
@@ -23,7 +24,10 @@ const submissionId = new ParseUUIDPipe({ exceptionFactory: () => notFound('submi
 @Controller('internal/v1/submissions')
 @Access('service')
 export class WorkersController {
-  constructor(private readonly lifecycle: WorkerReportsService) {}
+  constructor(
+    private readonly claims: ClaimsService,
+    private readonly lifecycle: WorkerReportsService,
+  ) {}
 
   /** Moves fitting queued submissions to `provisioning` with a lease; concurrent claimers never share one. */
   @Post('claim')
@@ -31,7 +35,7 @@ export class WorkersController {
   @ApiOkResponse({ type: ClaimView })
   @ApiErrors(400, 413)
   claim(@CurrentPrincipal() principal: Principal, @Body() body: ClaimDto): Promise<ClaimView> {
-    return this.lifecycle.claim(principal, body);
+    return this.claims.claim(principal, body);
   }
 
   /** Reports (running, heartbeat, complete) are accepted only from the account and worker id that claimed. */

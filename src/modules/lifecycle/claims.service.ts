@@ -1,0 +1,193 @@
+import { Injectable } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
+import { Env } from '../../config/env';
+import type { Principal } from '../../common/auth/principal';
+import { required } from '../../common/required';
+import { TransactionRunner } from '../../infra/database/transaction.runner';
+import { JobGroupViewsService } from '../job-groups/job-group-views.service';
+import { type Capacity, type Candidate, SubmissionsService } from '../jobs/submissions.service';
+import { RunAccessService } from '../runs/run-access.service';
+import { RunStatusService } from '../runs/run-status.service';
+import { DependencyRelease } from './dependency-release.service';
+import { LifecycleEvents } from './lifecycle-events.service';
+import type { ClaimInput, ClaimedSubmission } from './lifecycle.types';
+import {
+  type ActiveDelta,
+  activeDelta,
+  addDelta,
+  type Cancellation,
+  cancelledJobOutcome,
+  stopsAlwaysRun,
+} from './outcomes';
+import { SparedJobs } from './spared-jobs.service';
+
+/**
+ * How many times a claim reads the queue again after other claims took some of what it packed. Each read leaves
+ * out what this claim tried, and each loss means another claim took a submission, so a few reads suffice.
+ */
+const CLAIM_READS = 5;
+
+/** Capacity left, cpu in thousandths of a core (the column's scale): floats would make 0.3 − 0.1 − 0.1 < 0.1. */
+interface Room {
+  milliCpu: number;
+  memoryMib: number;
+  gpu: number;
+}
+
+const fits = (room: Room, c: Candidate) =>
+  Math.round(c.cpu * 1000) <= room.milliCpu && c.memoryMib <= room.memoryMib && c.gpu <= room.gpu;
+
+function take(room: Room, c: Candidate): void {
+  room.milliCpu -= Math.round(c.cpu * 1000);
+  room.memoryMib -= c.memoryMib;
+  room.gpu -= c.gpu;
+}
+
+/** A queued submission below a cancellation that does not spare it: the claim ends it instead of handing it out. */
+interface Doomed {
+  candidate: Candidate;
+  cancellation: Cancellation;
+}
+
+/** The claim: queued submissions handed out to a worker, best first, packed into its capacity. */
+@Injectable()
+export class ClaimsService {
+  constructor(
+    private readonly tx: TransactionRunner,
+    private readonly subs: SubmissionsService,
+    private readonly groups: JobGroupViewsService,
+    private readonly runStatus: RunStatusService,
+    private readonly runAccess: RunAccessService,
+    private readonly env: Env,
+    private readonly events: LifecycleEvents,
+    private readonly dependents: DependencyRelease,
+    private readonly spares: SparedJobs,
+  ) {}
+
+  /** Hands out queued submissions that fit the capacity, best first; concurrent claimers never share one. */
+  async claim(principal: Principal, body: ClaimInput): Promise<{ submissions: ClaimedSubmission[] }> {
+    const limit = body.limit ?? 1;
+    const cap = { cpu: body.capacity.cpu, memoryMib: body.capacity.memory_mib, gpu: body.capacity.gpu ?? 0 };
+    const containers = body.capabilities?.container_runtime !== undefined;
+    const { claimed, runNames } = await this.tx.run(async (m) => {
+      const { picked, doomed } = await this.pick(m, cap, limit, containers);
+      const deltas = new Map<string, ActiveDelta>();
+      const refresh = new Set<string>();
+      const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
+      for (const { candidate: c, cancellation } of doomed) {
+        // Queued under a cancelled group: finish it here rather than hand it out (the sweep would, later).
+        const outcome = cancelledJobOutcome(cancellation);
+        const done = await this.subs.terminateQueued(
+          m,
+          c.runId,
+          [c.jobGroupId],
+          outcome.status,
+          outcome.terminationReason,
+          doomed.length,
+          !stopsAlwaysRun(cancellation),
+        );
+        if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
+        const cascade = await this.dependents.afterFinal(
+          m,
+          c.runId,
+          done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
+        );
+        bump(c.runId, cascade.pending);
+        if (cascade.counted) refresh.add(c.runId);
+      }
+      for (const c of picked)
+        bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
+      const rows = await this.subs.markClaimed(
+        m,
+        picked.map((p) => p.id),
+        body.worker_id,
+        principal.userId,
+        this.env.RUNPLANE_LEASE_SECONDS,
+      );
+      for (const runId of [...deltas.keys()].sort()) {
+        await this.runStatus.moveActive(
+          m,
+          runId,
+          required(deltas.get(runId), `the active-count delta of run ${runId}`),
+        );
+      }
+      for (const runId of [...refresh].sort()) await this.runStatus.refreshStatus(m, runId);
+      await this.events.jobs(m, rows, 'provisioning');
+      const names =
+        rows.length > 0
+          ? await this.runAccess.runNames(
+              m,
+              rows.map((r) => r.runId),
+            )
+          : new Map<string, string>();
+      return { claimed: rows, runNames: names };
+    });
+    return {
+      submissions: claimed.map((r) => ({
+        id: r.id,
+        job_id: r.jobId,
+        run_id: r.runId,
+        job_group_id: r.jobGroupId,
+        job_num: r.jobNum,
+        replica_num: r.replicaNum,
+        job_name: r.jobName,
+        run_name: runNames.get(r.runId) ?? '',
+        submission_num: r.submissionNum,
+        spec: r.spec,
+        lease_expires_at: new Date(r.leaseExpiresAt).toISOString(),
+      })),
+    };
+  }
+
+  /**
+   * What the claim takes. It reads the best queued candidates without locking them, packs them into the capacity,
+   * and locks only the packed ones (SKIP LOCKED, never waiting). When another claim took some of them meanwhile,
+   * it reads again, leaving out what it tried, and packs what is left of the capacity. So a claim never holds
+   * rows it will not take, and concurrent claimers do not starve each other. Candidates below a cancellation that
+   * does not spare them come back apart (`doomed`), for the claim to end.
+   */
+  private async pick(
+    m: EntityManager,
+    cap: Capacity,
+    limit: number,
+    containers: boolean,
+  ): Promise<{ picked: Candidate[]; doomed: Doomed[] }> {
+    const left: Room = { milliCpu: Math.round(cap.cpu * 1000), memoryMib: cap.memoryMib, gpu: cap.gpu };
+    const picked: Candidate[] = [];
+    const doomed: Doomed[] = [];
+    const tried: string[] = [];
+    for (let read = 0; read < CLAIM_READS && picked.length < limit; read++) {
+      const candidates = await this.subs.readCandidates(m, cap, limit * 4 + 8, containers, tried);
+      const cancellations = await this.groups.effectiveCancellations([...new Set(candidates.map((c) => c.runId))], m);
+      const spared = await this.spares.of(
+        m,
+        candidates.filter((c) => cancellations.get(c.runId)?.has(c.jobGroupId)),
+      );
+      const packed: Candidate[] = [];
+      const room = { ...left };
+      for (const c of candidates) {
+        const cancellation = spared.has(c.jobId) ? undefined : cancellations.get(c.runId)?.get(c.jobGroupId);
+        if (cancellation) {
+          doomed.push({ candidate: c, cancellation });
+          tried.push(c.id);
+        } else if (picked.length + packed.length < limit && fits(room, c)) {
+          packed.push(c);
+          take(room, c);
+          tried.push(c.id);
+        }
+        // A candidate that did not fit stays a candidate: capacity a lost one frees may fit it in the next read.
+      }
+      const locked = await this.subs.lockQueued(
+        m,
+        packed.map((c) => c.id),
+      );
+      for (const c of packed)
+        if (locked.has(c.id)) {
+          picked.push(c);
+          take(left, c);
+        }
+      if (locked.size === packed.length) break;
+    }
+    return { picked, doomed };
+  }
+}
