@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { runBilling } from './billing';
 import { runBoundedPage } from './bounded-page';
 import { runCli } from './cli';
+import { runCompression } from './compression';
 import { runConsole } from './console';
 import { runDag } from './dag';
 import { runInstances } from './instances';
@@ -36,6 +37,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   'bounded-page': runBoundedPage,
   worker: runWorker,
   cli: runCli,
+  compression: runCompression,
   console: runConsole,
   instances: runInstances,
 };

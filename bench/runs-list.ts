@@ -67,7 +67,7 @@ const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 const pick = <T>(xs: readonly T[]): T => xs[randomInt(xs.length)];
 
 /** A job spec of ~2.5–3.5 KB: a few commands and an environment of hashes, tokens and paths. */
-function bigJobSpec(i: number): Record<string, unknown> {
+export function bigJobSpec(i: number): Record<string, unknown> {
   const env: Record<string, string> = {};
   for (let k = 0; k < 28; k++)
     env[`BENCH_VAR_${k}_${pick(['PATH', 'TOKEN', 'URL', 'HASH', 'MODE'])}`] =

@@ -6,6 +6,7 @@ import { Logger } from 'nestjs-pino';
 import { buildOpenApiDocument } from './common/openapi/document';
 import { ApiExceptionFilter } from './common/errors/api-exception.filter';
 import { BodylessRoutesGuard } from './common/http/bodyless-routes.guard';
+import { compressJson } from './common/http/compress-json';
 import { answerClientErrors, bodyParserErrors, pathTextGuard } from './common/http/raw-request';
 import { consoleMiddleware } from './infra/console/console-static';
 import { apiValidationPipe } from './common/validation/validation.pipe';
@@ -18,6 +19,7 @@ export function configureApp(app: NestExpressApplication): INestApplication {
   app.useLogger(app.get(Logger));
   app.use(httpMetricsMiddleware(app.get(MetricsService)));
   app.use(pathTextGuard());
+  app.use(compressJson());
   app.use(consoleMiddleware());
   app.useBodyParser('json', { limit: '32mb' });
   // Log chunks as bytes (POST /internal/v1/submissions/{id}/logs/{stream}): no text encoding or JSON to undo.
