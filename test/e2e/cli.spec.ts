@@ -464,6 +464,44 @@ linux('the runplane CLI against a live server', () => {
   );
 
   it(
+    'RUNPLANE_PROJECT picks the project (--project beats it); cancel and stop as --json; apply exits 1 when stopped',
+    async () => {
+      expect((await cli(['projects', 'create', 'other-1'])).stdout).toBe('created project other-1\n');
+      const inOther = { RUNPLANE_PROJECT: 'other-1' };
+      const path = file(
+        'stop-me.yml',
+        'name: stop-me\nresources: {cpu: 0.1, memory: 64MB}\ngroups:\n' +
+          '  - {name: keep, jobs: [{name: sleeper, commands: ["sleep 600"]}]}\n' +
+          '  - {name: drop, jobs: [{name: other, commands: ["sleep 600"]}]}\n',
+      );
+      const apply = spawnRunplane({ ...env, ...inOther }, ['apply', '-f', path]);
+      spawned.push(apply);
+      await waitFor('both jobs running', async () => / {2}running {2}2 running/.test(apply.stdout()), 90_000);
+      const names = (r: CliResult) => (JSON.parse(r.stdout) as { run_name: string }[]).map((x) => x.run_name);
+      expect(names(await cli(['ps', '-a', '--json'], undefined, inOther))).toEqual(['stop-me']);
+      const demo = await cli(['ps', '-a', '--json', '--project', 'demo'], undefined, inOther);
+      expect(names(demo)).not.toContain('stop-me');
+      expect(names(demo)).toContain('tour-1');
+
+      const cancelled = await cli(['cancel', 'stop-me', 'drop', '--reason', 'enough', '--json'], undefined, inOther);
+      expect(cancelled.code).toBe(0);
+      expect(JSON.parse(cancelled.stdout)).toMatchObject({ job_group_id: 2, reason: 'enough', cancelled_by: 'admin' });
+      const stopped = await cli(['stop', 'stop-me', '--json'], undefined, inOther);
+      expect(stopped.code).toBe(0);
+      const run = JSON.parse(stopped.stdout) as { run_name: string; status: string };
+      expect(run.run_name).toBe('stop-me');
+      expect(['terminating', 'terminated']).toContain(run.status);
+      // The followed run ended other than done: apply says so and exits 1.
+      expect(await apply.exited).toBe(1);
+      expect(apply.stdout()).toMatch(/\nrun stop-me terminated after \S+; cost \S+\n/);
+      expect(squash(apply.stdout())).toContain(
+        'sleeper 0 terminated stopped_by_user 143\nother 0 terminated job_group_cancelled 143\n',
+      );
+    },
+    SLOW,
+  );
+
+  it(
     'applies a run file with depends_on: parents first, a failed parent ends its dependents, always_run runs',
     async () => {
       const path = file(
