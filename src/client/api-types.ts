@@ -324,6 +324,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/internal/v1/submissions/reports": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["WorkersController_reports"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/internal/v1/submissions/{id}/running": {
         parameters: {
             query?: never;
@@ -1214,6 +1230,40 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             members: components["schemas"]["MemberDto"][];
+        };
+        ReportBatchDto: {
+            /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
+            worker_id: string;
+            /** @description At most 100 reports of this worker, applied in order, each as its own route would (`POST /internal/v1/submissions/{submission_id}/{type}`): `{submission_id, type, ...}` where `type` is `running`, `heartbeat` or `complete` and the rest is that route's body without `worker_id` (the batch has it). A report that breaks its route's rules gets that route's error in its result, not the whole batch. */
+            reports: {
+                [key: string]: unknown;
+            }[];
+        };
+        ReportBatchView: {
+            /** @description One per report, in the same order. */
+            results: components["schemas"]["ReportResultView"][];
+        };
+        ReportErrorView: {
+            status_code: number;
+            code: string;
+            message: string;
+            details: {
+                [key: string]: unknown;
+            }[];
+        };
+        ReportResultView: {
+            /** @description As sent (null when it was not a string). */
+            submission_id: string | null;
+            /** @description As sent (null when it was not a string). */
+            type: string | null;
+            /** @description What the single route would have answered: 200, or the error status. */
+            status: number;
+            /** @description With 200: the single route's answer (RunningView, HeartbeatView or CompleteView). */
+            body?: {
+                [key: string]: unknown;
+            };
+            /** @description Otherwise: the single route's error. */
+            error?: components["schemas"]["ReportErrorView"];
         };
         ResourceList: {
             items: components["schemas"]["ResourceView"][];
@@ -3997,6 +4047,110 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ClaimView"];
+                };
+            };
+            /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description Missing or unknown bearer token. Codes: `UNAUTHENTICATED`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description The token may not do this (wrong role, or not allowed in the project). Codes: `FORBIDDEN`. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error403"];
+                };
+            };
+            /** @description The request took too long to arrive. Codes: `REQUEST_TIMEOUT`. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error408"];
+                };
+            };
+            /** @description The request (or what it would store) is too large. Codes: `PAYLOAD_TOO_LARGE`, `LOG_QUOTA_EXCEEDED`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error413"];
+                };
+            };
+            /** @description The body is not JSON. Codes: `UNSUPPORTED_MEDIA_TYPE`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description Too many requests; retry after `Retry-After` seconds. Codes: `TOO_MANY_REQUESTS`, `RATE_LIMITED`. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description Request headers too large. Codes: `REQUEST_HEADERS_TOO_LARGE`. */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error431"];
+                };
+            };
+            /** @description The database is unavailable or busy; retry after `Retry-After` seconds. Codes: `SERVICE_UNAVAILABLE`, `DATABASE_UNAVAILABLE`. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error503"];
+                };
+            };
+        };
+    };
+    WorkersController_reports: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportBatchDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReportBatchView"];
                 };
             };
             /** @description The request is invalid; `details` names each field. Codes: `VALIDATION_FAILED`, `MAX_DEPTH_EXCEEDED`, `DEPENDENCY_INVALID`, `INVALID_CURSOR`. */

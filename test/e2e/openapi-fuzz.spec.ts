@@ -320,6 +320,11 @@ function validRequests(f: Fixtures): Record<string, Valid> {
       }),
     'POST /internal/v1/workers/{worker_id}/heartbeat': () =>
       as(f.service, { params: { worker_id: f.workerId }, body: { submissions: [f.submissionId] } }),
+    // A heartbeat of the held submission, batched (its lease renewed; nothing else changes).
+    'POST /internal/v1/submissions/reports': () =>
+      as(f.service, {
+        body: { worker_id: f.workerId, reports: [{ submission_id: f.submissionId, type: 'heartbeat' }] },
+      }),
     'POST /internal/v1/submissions/{id}/running': () =>
       as(f.service, { params: sub, body: { worker_id: f.workerId, provisioning_data: { host: 'h' } } }),
     'POST /internal/v1/submissions/{id}/heartbeat': () =>

@@ -75,6 +75,11 @@ export class ApiExceptionFilter implements ExceptionFilter {
   }
 }
 
+/** A domain error as the API shows it (for answers that carry errors inside a 200, like a batch's results). */
+export function domainErrorBody(e: DomainError): ErrorBody {
+  return shape(e.status, e.code, e.message, e.details);
+}
+
 function shape(status: number, code: string, message: string, details: unknown[]): ErrorBody {
   return { status_code: status, code, message, details };
 }

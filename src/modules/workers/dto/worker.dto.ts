@@ -113,7 +113,7 @@ export class WorkerCapabilitiesDto {
   container_runtime?: string;
 }
 
-const WORKER_ID_DOC = {
+export const WORKER_ID_DOC = {
   pattern: WORKER_ID.source,
   description:
     'The worker process, chosen by the worker. A claimed submission is held by this id together with the service ' +

@@ -1,0 +1,140 @@
+import { randomUUID } from 'node:crypto';
+import { createTestApp, TestApp, TestUser, uniqueName } from '../support/test-app';
+import { jobSpec, makeProject, makeRun } from '../support/factories';
+import { claimFor, invariants, makeWorker } from '../support/workers';
+
+interface Result {
+  submission_id: string | null;
+  type: string | null;
+  status: number;
+  body?: Record<string, unknown>;
+  error?: { status_code: number; code: string; message: string; details: { field: string }[] };
+}
+
+/**
+ * POST /internal/v1/submissions/reports: a worker's running, heartbeat and complete reports in one call, each
+ * applied as its own route would, with a result each; one bad or stale report never fails the others.
+ */
+describe('batched worker reports', () => {
+  let t: TestApp;
+  let owner: TestUser;
+  let service: TestUser;
+  let other: TestUser;
+  let admin: TestUser;
+  let project: string;
+  beforeAll(async () => {
+    t = await createTestApp();
+    [owner, service, other, admin] = await Promise.all([
+      t.user(),
+      t.user('service'),
+      t.user('service'),
+      t.user('admin'),
+    ]);
+    project = (await makeProject(t, owner)).name;
+  });
+  afterAll(() => t.close());
+
+  const batch = (workerId: string, reports: unknown[], as = service) =>
+    t.http.post('/internal/v1/submissions/reports').set(as.auth).send({ worker_id: workerId, reports });
+  const statusOf = async (id: string) =>
+    (await t.dataSource.query(`SELECT status, termination_reason FROM job_submissions WHERE id = $1`, [id]))[0];
+
+  it('mixed valid, stale, duplicate, unknown and malformed reports: each gets its own answer', async () => {
+    const run = await makeRun(t, owner, project, { priority: 50, jobs: [{ spec: jobSpec(), replicas: 3 }] });
+    const workerId = uniqueName('w');
+    const w = makeWorker(t, service, workerId);
+    const [a, b, c] = await claimFor(w, run.id, 3);
+    const done = { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 };
+    const res = await batch(workerId, [
+      { submission_id: a.id, type: 'running', provisioning_data: { host: 'h1' } },
+      { submission_id: b.id, type: 'running' },
+      { submission_id: a.id, type: 'heartbeat', runtime_data: { rss_mib: 10 } },
+      { submission_id: a.id, type: 'complete', ...done },
+      { submission_id: a.id, type: 'complete', ...done },
+      { submission_id: c.id, type: 'complete', ...done },
+      { submission_id: randomUUID(), type: 'heartbeat' },
+      { submission_id: b.id, type: 'teleport' },
+      { submission_id: 'not-a-uuid', type: 'running' },
+      { submission_id: b.id, type: 'complete', status: 'done', termination_reason: 'aborted_by_user' },
+      { submission_id: b.id, type: 'heartbeat', worker_id: 'someone-else' },
+      { submission_id: b.id, type: 'heartbeat', surprise: true },
+    ]);
+    expect(res.status).toBe(200);
+    const results = res.body.results as Result[];
+    expect(results.map((r) => [r.type, r.status, r.error?.code ?? null])).toEqual([
+      ['running', 200, null],
+      ['running', 200, null],
+      ['heartbeat', 200, null],
+      ['complete', 200, null],
+      // A repeated report gets the first one's answer, as the single route's would.
+      ['complete', 200, null],
+      // c never reported running: done is not allowed from provisioning.
+      ['complete', 409, 'TRANSITION_NOT_ALLOWED'],
+      ['heartbeat', 404, 'NOT_FOUND'],
+      ['teleport', 400, 'VALIDATION_FAILED'],
+      ['running', 404, 'NOT_FOUND'],
+      ['complete', 400, 'VALIDATION_FAILED'],
+      ['heartbeat', 400, 'VALIDATION_FAILED'],
+      ['heartbeat', 400, 'VALIDATION_FAILED'],
+    ]);
+    expect(results[0].body).toMatchObject({ status: 'running' });
+    expect(results[3].body).toEqual(results[4].body);
+    expect(results[3].body).toMatchObject({ submission_id: a.id, status: 'done', retry_submission: null });
+    expect(results[9].error?.details.map((d) => d.field)).toEqual(['termination_reason']);
+    expect(results[10].error?.details.map((d) => d.field)).toEqual(['worker_id']);
+    expect(results[11].error?.details.map((d) => d.field)).toEqual(['surprise']);
+    expect(results.map((r) => r.submission_id)).toEqual([
+      a.id,
+      b.id,
+      a.id,
+      a.id,
+      a.id,
+      c.id,
+      expect.any(String),
+      b.id,
+      'not-a-uuid',
+      b.id,
+      b.id,
+      b.id,
+    ]);
+    expect(await statusOf(a.id)).toEqual({ status: 'done', termination_reason: 'done_by_runner' });
+    expect(await statusOf(b.id)).toEqual({ status: 'running', termination_reason: null });
+    expect(await statusOf(c.id)).toEqual({ status: 'provisioning', termination_reason: null });
+    const [row] = await t.dataSource.query(`SELECT provisioning_data FROM job_submissions WHERE id = $1`, [a.id]);
+    expect(row.provisioning_data).toEqual({ host: 'h1' });
+
+    // Another worker id of the account is stale; another account learns nothing (404), as on the single routes.
+    const stale = await batch('w-other', [{ submission_id: b.id, type: 'heartbeat' }]);
+    expect((stale.body.results as Result[]).map((r) => [r.status, r.error?.code])).toEqual([[409, 'STALE_SUBMISSION']]);
+    const foreign = await batch(workerId, [{ submission_id: b.id, type: 'heartbeat' }], other);
+    expect((foreign.body.results as Result[]).map((r) => [r.status, r.error?.code])).toEqual([[404, 'NOT_FOUND']]);
+
+    // The same reports again change nothing and answer the same.
+    const again = await batch(workerId, [{ submission_id: a.id, type: 'complete', ...done }]);
+    expect((again.body.results as Result[])[0]).toEqual(results[3]);
+    for (const s of [b, c]) await w.execute(s, { status: 'done', termination_reason: 'done_by_runner' });
+    expect((await invariants(t, admin)).mismatches).toEqual([]);
+  });
+
+  it('refuses a malformed batch as a whole: no reports, too many, a report that is not an object', async () => {
+    const id = randomUUID();
+    const one = { submission_id: id, type: 'heartbeat' };
+    const fields = async (reports: unknown, workerId: unknown = 'w-1') => {
+      const res = await t.http
+        .post('/internal/v1/submissions/reports')
+        .set(service.auth)
+        .send({ worker_id: workerId, reports });
+      expect(res.status).toBe(400);
+      return (res.body.details as { field: string }[]).map((d) => d.field);
+    };
+    expect(await fields([])).toEqual(['reports']);
+    expect(await fields(Array.from({ length: 101 }, () => one))).toEqual(['reports']);
+    expect(await fields([one, 'heartbeat'])).toEqual(['reports']);
+    expect(await fields([one], 'bad id!')).toEqual(['worker_id']);
+    const user = await t.http
+      .post('/internal/v1/submissions/reports')
+      .set(owner.auth)
+      .send({ worker_id: 'w-1', reports: [one] });
+    expect(user.status).toBe(403);
+  });
+});
