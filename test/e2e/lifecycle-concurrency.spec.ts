@@ -2,6 +2,7 @@ import { ServerTransitionsService } from '../../src/modules/lifecycle/server-tra
 import { createTestApp, describeRealPostgres, TestApp, TestUser } from '../support/test-app';
 import { makeProject } from '../support/factories';
 import { randomisedWorkload } from '../support/workload';
+import { reportBatchSizes } from '../support/workers';
 
 describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
   let t: TestApp;
@@ -38,5 +39,33 @@ describeRealPostgres('randomised concurrent workload (real PostgreSQL)', () => {
     );
     const deadlocks = await t.http.get('/metrics').expect(200);
     expect(deadlocks.text).not.toMatch(/runplane_http_request_duration_seconds_count\{[^}]*status="500"/);
+  });
+
+  it('with batched reports (POST /internal/v1/submissions/reports): the same, zero mismatches', async () => {
+    const lifecycle = t.app.get(ServerTransitionsService);
+    await randomisedWorkload(
+      t,
+      { owner, service, admin, project },
+      {
+        lapse: async (id) => {
+          await t.dataSource.query(
+            `UPDATE job_submissions SET lease_expires_at = now() - interval '1 second' WHERE id = $1`,
+            [id],
+          );
+        },
+        passes: async (final) => {
+          await lifecycle.expireLapsedLeases(final ? 500 : 50);
+          await lifecycle.sweepCancelled(final ? 100 : 20, final ? 1000 : 100);
+        },
+      },
+      { batched: true },
+    );
+    // Reports due together went together.
+    expect(Math.max(...reportBatchSizes)).toBeGreaterThan(1);
+    const metrics = await t.http.get('/metrics').expect(200);
+    expect(metrics.text).toMatch(
+      /runplane_http_request_duration_seconds_count\{[^}]*route="\/internal\/v1\/submissions\/reports"/,
+    );
+    expect(metrics.text).not.toMatch(/runplane_http_request_duration_seconds_count\{[^}]*status="500"/);
   });
 });

@@ -1,7 +1,7 @@
-import { DONE, ERROR, NO_CAPACITY, Outcome } from '../../bench/reference-worker';
+import { Claimed, DONE, ERROR, NO_CAPACITY, Outcome } from '../../bench/reference-worker';
 import { jobSpec, makeGroupChain, makeRun } from './factories';
 import type { TestApp, TestUser } from './test-app';
-import { invariants, makeWorker } from './workers';
+import { invariants, makeBatchingWorker, makeWorker } from './workers';
 
 /** A seeded PRNG, so a failing run can be replayed by its seed. */
 export function prng(seed: number) {
@@ -38,6 +38,8 @@ export async function randomisedWorkload(
   t: Pick<TestApp, 'http'>,
   { owner, service, admin, project }: WorkloadActors,
   hooks: WorkloadHooks,
+  /** Each worker runs what it claimed at once and sends the reports it has due together, as one batch. */
+  { batched = false }: { batched?: boolean } = {},
 ): Promise<{ seed: number; claimed: number }> {
   const seed = Number(process.env.WORKLOAD_SEED ?? Date.now() % 100000);
   const rand = prng(seed);
@@ -92,35 +94,38 @@ export async function randomisedWorkload(
   };
 
   const worker = async (n: number) => {
-    const w = makeWorker(t, service, `worker-${n}`);
+    const w = (batched ? makeBatchingWorker : makeWorker)(t, service, `worker-${n}`);
+    const stranger = (batched ? makeBatchingWorker : makeWorker)(t, service, 'stranger');
+    const handle = async (s: Claimed) => {
+      if (claimedBy.has(s.id)) doubleClaims.push(s.id);
+      claimedBy.set(s.id, w.workerId);
+      const roll = rand();
+      if (roll < 0.1) {
+        // abandon it: the lease lapses
+        await hooks.lapse(s.id);
+        return;
+      }
+      const outcome = pick(outcomes);
+      const res = await w.execute(s, outcome);
+      if (res.status !== 200 && res.status !== 409)
+        unexpected.push(`complete ${res.status} ${JSON.stringify(res.body)}`);
+      if (roll < 0.3) {
+        const dup = await w.complete(
+          s.id,
+          res.cancelled ? { status: 'terminated', termination_reason: 'job_group_cancelled' } : outcome,
+        );
+        if (dup.status !== 200 && dup.status !== 409) unexpected.push(`duplicate ${dup.status}`);
+      }
+      if (roll > 0.9) {
+        const stale = await stranger.complete(s.id, DONE);
+        if (stale.status !== 409) unexpected.push(`stranger got ${stale.status}`);
+      }
+    };
     for (let round = 0; round < 40; round++) {
       const claimed = await w.claim(1 + Math.floor(rand() * 3));
       if (claimed.length === 0 && round > 5) break;
-      for (const s of claimed) {
-        if (claimedBy.has(s.id)) doubleClaims.push(s.id);
-        claimedBy.set(s.id, w.workerId);
-        const roll = rand();
-        if (roll < 0.1) {
-          // abandon it: the lease lapses
-          await hooks.lapse(s.id);
-          continue;
-        }
-        const outcome = pick(outcomes);
-        const res = await w.execute(s, outcome);
-        if (res.status !== 200 && res.status !== 409)
-          unexpected.push(`complete ${res.status} ${JSON.stringify(res.body)}`);
-        if (roll < 0.3) {
-          const dup = await w.complete(
-            s.id,
-            res.cancelled ? { status: 'terminated', termination_reason: 'job_group_cancelled' } : outcome,
-          );
-          if (dup.status !== 200 && dup.status !== 409) unexpected.push(`duplicate ${dup.status}`);
-        }
-        if (roll > 0.9) {
-          const stale = await makeWorker(t, service, 'stranger').complete(s.id, DONE);
-          if (stale.status !== 409) unexpected.push(`stranger got ${stale.status}`);
-        }
-      }
+      if (batched) await Promise.all(claimed.map(handle));
+      else for (const s of claimed) await handle(s);
     }
   };
   const chaos = async () => {
