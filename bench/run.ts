@@ -9,6 +9,7 @@ import { runDag } from './dag';
 import { runInstances } from './instances';
 import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
+import { runReports } from './reports';
 import { runRunsList } from './runs-list';
 import { runWorker, WORKER_BENCH_ENV } from './worker';
 import {
@@ -32,6 +33,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   'runs-list': runRunsList,
   'job-groups': runJobGroups,
   lifecycle: runLifecycle,
+  reports: runReports,
   dag: runDag,
   billing: runBilling,
   'bounded-page': runBoundedPage,
