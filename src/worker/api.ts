@@ -18,6 +18,19 @@ export type Delivery = 'accepted' | 'refused';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** A `running` or `complete` report waiting for the next send (see WorkerApi.send). */
+interface DueReport {
+  type: 'running' | 'complete';
+  id: string;
+  body: Record<string, unknown>;
+  what: string;
+  deadline: () => number;
+  /** The report alone, on its own route (a lone report, and every retry). */
+  alone: () => Promise<{ response: Response; error?: unknown }>;
+  resolve: (d: Delivery | null) => void;
+  reject: (err: unknown) => void;
+}
+
 /** An answer worth retrying: the server is starting, busy, rate-limiting, or unreachable. */
 const transient = (status: number) => status === 408 || status === 429 || status >= 500;
 
@@ -28,6 +41,7 @@ const transient = (status: number) => status === 408 || status === 429 || status
  */
 export class WorkerApi {
   private readonly client: RunplaneClient;
+  private due: DueReport[] = [];
 
   constructor(
     url: string,
@@ -58,19 +72,76 @@ export class WorkerApi {
     provisioningData: Record<string, unknown>,
     deadline: () => number,
   ): Promise<Delivery | null> {
-    return this.deliver(`running ${id}`, deadline, () =>
+    const body = { provisioning_data: provisioningData };
+    return this.send('running', id, body, deadline, () =>
       this.client.POST('/internal/v1/submissions/{id}/running', {
         params: { path: { id } },
-        body: { worker_id: this.workerId, provisioning_data: provisioningData },
+        body: { worker_id: this.workerId, ...body },
       }),
     );
   }
 
   async complete(id: string, report: FinalReport, deadline: () => number): Promise<Delivery | null> {
-    return this.deliver(`complete ${id}`, deadline, () =>
+    return this.send('complete', id, { ...report }, deadline, () =>
       this.client.POST('/internal/v1/submissions/{id}/complete', {
         params: { path: { id } },
         body: { worker_id: this.workerId, ...report } as Schemas['CompleteDto'],
+      }),
+    );
+  }
+
+  /**
+   * Queues a report for this turn of the event loop: the reports due together (jobs ending at once, a stop, the
+   * reports after a restart) go in one POST /internal/v1/submissions/reports, a lone one on its own route. A report
+   * the batch could not settle (the server busy or away, or a server without the batch route) is retried alone.
+   */
+  private send(
+    type: DueReport['type'],
+    id: string,
+    body: Record<string, unknown>,
+    deadline: () => number,
+    alone: DueReport['alone'],
+  ): Promise<Delivery | null> {
+    return new Promise((resolve, reject) => {
+      this.due.push({ type, id, body, what: `${type} ${id}`, deadline, alone, resolve, reject });
+      if (this.due.length === 1) setImmediate(() => void this.flush());
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.due;
+    this.due = [];
+    const retryAlone = (d: DueReport) => this.deliver(d.what, d.deadline, d.alone).then(d.resolve, d.reject);
+    if (batch.length === 1) return retryAlone(batch[0]);
+    let results: { status: number; error?: unknown }[] | undefined;
+    try {
+      const { data, error, response } = await this.client.POST('/internal/v1/submissions/reports', {
+        body: {
+          worker_id: this.workerId,
+          reports: batch.map((d) => ({ submission_id: d.id, type: d.type, ...d.body })),
+        },
+      });
+      this.checkToken(response.status);
+      results = data?.results;
+      if (!results) this.warn(`reports: ${response.status} ${JSON.stringify(error)}, sending them one by one`);
+    } catch (err) {
+      if (err instanceof TokenRefusedError) {
+        for (const d of batch) d.reject(err);
+        return;
+      }
+      this.warn(`reports: ${String(err)}, sending them one by one`);
+    }
+    await Promise.all(
+      batch.map((d, i) => {
+        const r = results?.[i];
+        if (r?.status === 200) d.resolve('accepted');
+        else if (r && !transient(r.status)) {
+          // 404/409: the submission is no longer this worker's; anything else would fail again the same way.
+          if (r.status !== 404 && r.status !== 409)
+            this.warn(`${d.what}: refused ${r.status} ${JSON.stringify(r.error)}`);
+          d.resolve('refused');
+        } else return retryAlone(d);
+        return undefined;
       }),
     );
   }

@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WorkerApi } from '../../src/worker/api';
 import { createTestApp, TestApp, TestUser, uniqueName } from '../support/test-app';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
 import { claimFor, invariants, makeWorker } from '../support/workers';
@@ -113,6 +116,44 @@ describe('batched worker reports', () => {
     const again = await batch(workerId, [{ submission_id: a.id, type: 'complete', ...done }]);
     expect((again.body.results as Result[])[0]).toEqual(results[3]);
     for (const s of [b, c]) await w.execute(s, { status: 'done', termination_reason: 'done_by_runner' });
+    expect((await invariants(t, admin)).mismatches).toEqual([]);
+  });
+
+  it("the worker's client sends the reports due together as one batch, each settled as alone", async () => {
+    const server = t.app.getHttpServer() as Server;
+    if (!server.listening) await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const warnings: string[] = [];
+    const api = new WorkerApi(url, service.token, uniqueName('w'), (m) => warnings.push(m));
+    const run = await makeRun(t, owner, project, { priority: 60, jobs: [{ spec: jobSpec(), replicas: 3 }] });
+    const claimed = (await api.claim({ cpu: 64, memory_mib: 100_000, gpu: 0 }, 3, 'docker')).filter(
+      (c) => c.run_id === run.id,
+    );
+    expect(claimed).toHaveLength(3);
+    const routeCount = async (route: string) => {
+      const text = (await t.http.get('/metrics').expect(200)).text;
+      const re = new RegExp(`runplane_http_request_duration_seconds_count\\{[^}]*route="${route}"[^}]*\\} (\\d+)`, 'g');
+      return [...text.matchAll(re)].reduce((n, m) => n + Number(m[1]), 0);
+    };
+    const batches = await routeCount('/internal/v1/submissions/reports');
+    const singles = await routeCount('/internal/v1/submissions/:id/running');
+    const forever = () => Date.now() + 60_000;
+    const started = await Promise.all(claimed.map((c) => api.running(c.id, { host: 'h' }, forever)));
+    expect(started).toEqual(['accepted', 'accepted', 'accepted']);
+    expect(await routeCount('/internal/v1/submissions/reports')).toBe(batches + 1);
+    expect(await routeCount('/internal/v1/submissions/:id/running')).toBe(singles);
+    const done = { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 } as const;
+    const failed = { status: 'failed', termination_reason: 'container_exited_with_error', exit_status: 1 } as const;
+    expect(await Promise.all(claimed.slice(0, 2).map((c) => api.complete(c.id, done, forever)))).toEqual([
+      'accepted',
+      'accepted',
+    ]);
+    // A report of an outcome other than the one recorded is refused (409), the other one in its batch accepted.
+    expect(
+      await Promise.all([api.complete(claimed[0].id, failed, forever), api.complete(claimed[2].id, done, forever)]),
+    ).toEqual(['refused', 'accepted']);
+    expect(await routeCount('/internal/v1/submissions/reports')).toBe(batches + 3);
+    expect(warnings).toEqual([]);
     expect((await invariants(t, admin)).mismatches).toEqual([]);
   });
 
