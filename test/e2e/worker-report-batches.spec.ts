@@ -26,7 +26,8 @@ describe('batched worker reports', () => {
   let admin: TestUser;
   let project: string;
   beforeAll(async () => {
-    t = await createTestApp();
+    // Its own database: the invariants it checks look at every run.
+    t = await createTestApp({}, { ownDatabase: 'reportbatch' });
     [owner, service, other, admin] = await Promise.all([
       t.user(),
       t.user('service'),

@@ -77,6 +77,7 @@ export const OWN_DATABASES = [
   'openapi',
   'resources',
   'claims',
+  'reportbatch',
   'events',
   'follow',
   'executor',

@@ -68,6 +68,9 @@ export class ApiExceptionFilter implements ExceptionFilter {
       if (mapped.status >= 500) this.logger.warn({ err: exception, path: req.url }, 'transient database error');
       // A request can cause a foreign-key conflict (a reference to a deleted record); a server pass never should.
       else if (pgError?.code === '23503') this.logger.warn({ err: exception, path: req.url }, 'foreign-key conflict');
+      // A CHECK the app's own writes break is a bug of the app's (requests are validated before): say which.
+      else if (pgError?.code === '23514')
+        this.logger.warn({ err: exception, path: req.url, constraint: pgError.constraint }, 'check constraint broken');
       return shape(mapped.status, mapped.code, mapped.message, mapped.details);
     }
     this.logger.error({ err: exception, path: req.url }, 'unhandled error');

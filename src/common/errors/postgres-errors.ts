@@ -17,7 +17,11 @@ export function fromPostgresError(err: { code?: string; constraint?: string }): 
       );
     case '23514':
     case '23502':
-      return new DomainError('VALIDATION_FAILED', 'a value breaks a constraint');
+      return new DomainError(
+        'VALIDATION_FAILED',
+        'a value breaks a constraint',
+        err.constraint ? [{ constraint: err.constraint }] : [],
+      );
     case '22P02':
     case '22003':
     case '22007':

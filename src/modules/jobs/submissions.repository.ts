@@ -187,7 +187,7 @@ export class SubmissionsRepository {
 
   /**
    * Queued submissions of the given groups become `terminated` without a worker; their jobs follow (returned: now in
-   * their final status). Bounded.
+   * their final status). Bounded. `keep`: submissions the caller holds to hand out, left as they are.
    */
   async terminateQueued(
     m: EntityManager,
@@ -197,12 +197,14 @@ export class SubmissionsRepository {
     reason: string,
     limit: number,
     spareAlwaysRun: boolean,
+    keep: string[],
   ): Promise<{ n: number; retries: number; jobIds: string[] }> {
     const [row] = await m.query(
       `WITH victims AS (
          SELECT id, job_id, submission_num FROM job_submissions q
           WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND ${QUEUED_PREDICATE}
             AND NOT ($6 AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = q.job_id AND j.always_run))
+            AND NOT q.id = ANY($7::uuid[])
           LIMIT $5 FOR UPDATE SKIP LOCKED
        ), done AS (
          UPDATE job_submissions s SET status = $3, termination_reason = $4, finished_at = now()
@@ -216,7 +218,7 @@ export class SubmissionsRepository {
        SELECT (SELECT count(*) FROM done)::int AS n,
               (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries,
               (SELECT coalesce(array_agg(id), '{}') FROM jobs_done)::text[] AS "jobIds"`,
-      [runId, groupIds, status, reason, limit, spareAlwaysRun],
+      [runId, groupIds, status, reason, limit, spareAlwaysRun, keep],
     );
     return row;
   }

@@ -170,8 +170,9 @@ export class SubmissionsService {
     reason: string,
     limit: number,
     spareAlwaysRun: boolean,
+    keep: string[] = [],
   ): Promise<{ n: number; retries: number; jobIds: string[] }> {
-    return this.subs.terminateQueued(m, runId, groupIds, status, reason, limit, spareAlwaysRun);
+    return this.subs.terminateQueued(m, runId, groupIds, status, reason, limit, spareAlwaysRun, keep);
   }
 
   alwaysRunJobs(m: EntityManager, jobIds: string[]): Promise<Set<string>> {

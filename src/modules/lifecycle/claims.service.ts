@@ -85,6 +85,9 @@ export class ClaimsService {
           outcome.terminationReason,
           doomed.length,
           !stopsAlwaysRun(cancellation),
+          // A cancellation that came between two reads of the queue may cover a submission this claim already
+          // locked to hand out: it is handed out (its heartbeat will ask to stop it), never also ended here.
+          picked.map((p) => p.id),
         );
         if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
         const cascade = await this.dependents.afterFinal(
