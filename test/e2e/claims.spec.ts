@@ -1,5 +1,7 @@
 import { jobSpec, makeProject, makeRun } from '../support/factories';
-import { createTestApp, describeRealPostgres, TestApp, TestUser, uniqueName } from '../support/test-app';
+import { createTestApp, embeddedOnly, TestApp, TestUser, uniqueName } from '../support/test-app';
+
+const itOnPostgres = embeddedOnly ? it.skip : it;
 
 interface Capacity {
   cpu: number;
@@ -14,8 +16,9 @@ interface ClaimedView {
 
 /**
  * What a claim hands out: only queued submissions that fit the declared capacity, packed into it together (a big
- * one skipped for smaller ones after it), best first: higher run priority, then earlier submission. Its own
- * database, so the queue holds exactly what each test puts in it.
+ * one skipped for smaller ones after it), best first: higher run priority, then earlier submission; and concurrent
+ * claimers lock only what they take, so none is left idle while fitting work waits. Its own database, so the queue
+ * holds exactly what each test puts in it.
  */
 describe('claim: capacity fitting and priority order', () => {
   let t: TestApp;
@@ -51,6 +54,7 @@ describe('claim: capacity fitting and priority order', () => {
   /** A run of one job asking for `resources`, at `priority`; returns its id. */
   const runOf = async (resources: Capacity, priority = 0): Promise<string> =>
     (await makeRun(t, owner, project, { priority, jobs: [{ spec: jobSpec({ resources }) }] })).id;
+  const big = { cpu: 64, memory_mib: 100_000 };
   const runsOf = (claimed: ClaimedView[]) => claimed.map((c) => c.run_id).sort();
   const statusOf = async (runId: string): Promise<string> =>
     (await t.dataSource.query(`SELECT status FROM job_submissions WHERE run_id = $1`, [runId]))[0].status;
@@ -122,72 +126,51 @@ describe('claim: capacity fitting and priority order', () => {
     expect(got.map((c) => c.run_id).sort()).toEqual([early, urgent, urgent, urgent].sort());
     expect(runsOf(await claim({ cpu: 64, memory_mib: 100_000 }, 10))).toEqual([early, early]);
   });
-});
 
-/**
- * Concurrent claimers on PostgreSQL (the embedded database serialises sessions and would hide this): a claim locks
- * only what it takes, so claimers never leave each other idle while fitting work waits.
- */
-describeRealPostgres('claim: concurrent claimers lock only what they take', () => {
-  let t: TestApp;
-  let owner: TestUser;
-  let service: TestUser;
-  let project: string;
-  beforeAll(async () => {
-    t = await createTestApp({}, { ownDatabase: 'claims' });
-    owner = await t.user();
-    service = await t.user('service');
-    project = (await makeProject(t, owner)).name;
-  });
-  afterAll(() => t.close());
+  // Concurrent claimers need real sessions: the embedded database serialises them and would hide this.
+  itOnPostgres(
+    '4 concurrent claims of 3 over 12 queued submissions take 3 each, none twice, round after round',
+    async () => {
+      const perClaim: number[][] = [];
+      for (let round = 0; round < 5; round++) {
+        await makeRun(t, owner, project, { jobs: [{ spec: jobSpec(), replicas: 12 }] });
+        const got = await Promise.all([0, 1, 2, 3].map(() => claim(big, 3)));
+        const ids = got.flat().map((c) => c.id);
+        expect(new Set(ids).size).toBe(ids.length);
+        perClaim.push(got.map((g) => g.length));
+      }
+      expect(perClaim).toEqual(Array.from({ length: 5 }, () => [3, 3, 3, 3]));
+    },
+  );
 
-  const claim = async (capacity: Capacity, limit: number): Promise<ClaimedView[]> => {
-    const res = await t.http
-      .post('/internal/v1/submissions/claim')
-      .set(service.auth)
-      .send({ worker_id: uniqueName('w'), capacity, limit, capabilities: { container_runtime: 'docker' } });
-    expect(res.status).toBe(200);
-    return res.body.submissions;
-  };
-  const big = { cpu: 64, memory_mib: 100_000 };
-
-  it('4 concurrent claims of 3 over 12 queued submissions take 3 each, none twice, round after round', async () => {
-    const perClaim: number[][] = [];
-    for (let round = 0; round < 5; round++) {
-      await makeRun(t, owner, project, { jobs: [{ spec: jobSpec(), replicas: 12 }] });
-      const got = await Promise.all([0, 1, 2, 3].map(() => claim(big, 3)));
-      const ids = got.flat().map((c) => c.id);
-      expect(new Set(ids).size).toBe(ids.length);
-      perClaim.push(got.map((g) => g.length));
-    }
-    expect(perClaim).toEqual(Array.from({ length: 5 }, () => [3, 3, 3, 3]));
-  });
-
-  it('a packed submission another transaction holds is passed over and its capacity packed again', async () => {
-    const wide = (
-      await makeRun(t, owner, project, {
-        priority: 9,
-        jobs: [{ spec: jobSpec({ resources: { cpu: 2, memory_mib: 1 } }) }],
-      })
-    ).id;
-    const narrow = (
-      await makeRun(t, owner, project, {
-        priority: 8,
-        jobs: [{ spec: jobSpec({ resources: { cpu: 1, memory_mib: 1 } }), replicas: 2 }],
-      })
-    ).id;
-    const holder = t.dataSource.createQueryRunner();
-    await holder.connect();
-    try {
-      await holder.startTransaction();
-      await holder.query(`SELECT id FROM job_submissions WHERE run_id = $1 FOR UPDATE`, [wide]);
-      // The best candidate (2 cpus) fills the capacity but is held: the claim packs the two narrow ones instead.
-      const got = await claim({ cpu: 2, memory_mib: 100 }, 2);
-      expect(got.map((c) => c.run_id)).toEqual([narrow, narrow]);
-    } finally {
-      await holder.rollbackTransaction();
-      await holder.release();
-    }
-    expect((await claim(big, 10)).map((c) => c.run_id)).toEqual([wide]);
-  });
+  itOnPostgres(
+    'a packed submission another transaction holds is passed over and its capacity packed again',
+    async () => {
+      const wide = (
+        await makeRun(t, owner, project, {
+          priority: 9,
+          jobs: [{ spec: jobSpec({ resources: { cpu: 2, memory_mib: 1 } }) }],
+        })
+      ).id;
+      const narrow = (
+        await makeRun(t, owner, project, {
+          priority: 8,
+          jobs: [{ spec: jobSpec({ resources: { cpu: 1, memory_mib: 1 } }), replicas: 2 }],
+        })
+      ).id;
+      const holder = t.dataSource.createQueryRunner();
+      await holder.connect();
+      try {
+        await holder.startTransaction();
+        await holder.query(`SELECT id FROM job_submissions WHERE run_id = $1 FOR UPDATE`, [wide]);
+        // The best candidate (2 cpus) fills the capacity but is held: the claim packs the two narrow ones instead.
+        const got = await claim({ cpu: 2, memory_mib: 100 }, 2);
+        expect(got.map((c) => c.run_id)).toEqual([narrow, narrow]);
+      } finally {
+        await holder.rollbackTransaction();
+        await holder.release();
+      }
+      expect((await claim(big, 10)).map((c) => c.run_id)).toEqual([wide]);
+    },
+  );
 });
