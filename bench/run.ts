@@ -11,6 +11,7 @@ import { runJobGroups } from './job-groups';
 import { runLifecycle } from './lifecycle';
 import { runReports } from './reports';
 import { runRunsList } from './runs-list';
+import { runThroughput } from './throughput';
 import { runWorker, WORKER_BENCH_ENV } from './worker';
 import {
   ADMIN_URL,
@@ -42,6 +43,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   compression: runCompression,
   console: runConsole,
   instances: runInstances,
+  throughput: runThroughput,
 };
 /** Server settings a suite needs, set while its app starts and restored after it. */
 const SUITE_ENV: Record<string, Record<string, string>> = { worker: WORKER_BENCH_ENV };
