@@ -267,8 +267,11 @@ async function clonePending(env: BenchEnv, runId: string, copies: number): Promi
     );
   }
   await env.pool.query(
-    `UPDATE job_group_counters c SET n_jobs = (SELECT count(*) FROM jobs WHERE run_id = $1)
-      WHERE c.run_id = $1 AND c.job_group_id = 0`,
+    // The root's job count, summed over its token rows, is the run's jobs: the difference goes on token 0.
+    `UPDATE job_group_counters c SET n_jobs = (SELECT count(*) FROM jobs WHERE run_id = $1) -
+              (SELECT coalesce(sum(n_jobs), 0) FROM job_group_counters o
+                WHERE o.run_id = $1 AND o.job_group_id = 0 AND o.token <> 0)
+      WHERE c.run_id = $1 AND c.job_group_id = 0 AND c.token = 0`,
     [runId],
   );
 }
@@ -281,8 +284,11 @@ async function dropClones(env: BenchEnv, runId: string): Promise<void> {
     [runId],
   );
   await env.pool.query(
-    `UPDATE job_group_counters c SET n_jobs = (SELECT count(*) FROM jobs WHERE run_id = $1)
-      WHERE c.run_id = $1 AND c.job_group_id = 0`,
+    // The root's job count, summed over its token rows, is the run's jobs: the difference goes on token 0.
+    `UPDATE job_group_counters c SET n_jobs = (SELECT count(*) FROM jobs WHERE run_id = $1) -
+              (SELECT coalesce(sum(n_jobs), 0) FROM job_group_counters o
+                WHERE o.run_id = $1 AND o.job_group_id = 0 AND o.token <> 0)
+      WHERE c.run_id = $1 AND c.job_group_id = 0 AND c.token = 0`,
     [runId],
   );
   await env.pool.query('VACUUM (ANALYZE) jobs, job_submissions, job_parents');

@@ -56,10 +56,10 @@ async function completeAll(
       for (let k = 0; k < mine.length; k += BATCH) {
         const reports = mine
           .slice(k, k + BATCH)
-          .map((s, j) => ({ submission_id: s.id, type: 'complete', ...outcome(k + j) }));
+          .map((s, j) => ({ submission_id: s.id, kind: 'complete', ...outcome(k + j) }));
         const res = await post('/internal/v1/submissions/reports', { worker_id: w.workerId, reports });
         if (res.status !== 200) throw new Error(`reports: ${res.status} ${JSON.stringify(res.body)}`);
-        for (const r of res.body.results as { status: number }[]) if (r.status !== 200) failed++;
+        for (const r of res.body.results as { status_code: number }[]) if (r.status_code !== 200) failed++;
         n += reports.length;
       }
     }),

@@ -338,7 +338,8 @@ async function growHistory(env: BenchEnv, set: JobSet, fromH: number, toH: numbe
                        JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
                       WHERE j.status = 'running' GROUP BY j.run_id`;
     await c.query(
-      `UPDATE job_group_counters c SET n_provisioning = 0, n_running = x.n, n_retrying = 0
+      `UPDATE job_group_counters c
+          SET n_provisioning = 0, n_running = CASE WHEN c.token = 0 THEN x.n ELSE 0 END, n_retrying = 0
          FROM (${running}) x WHERE c.run_id = x.run_id AND c.job_group_id = 0`,
       [set],
     );

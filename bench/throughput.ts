@@ -117,8 +117,8 @@ async function sendBatch(
       reports: reports.slice(k, k + batch),
     });
     if (res.status !== 200) throw new Error(`reports: ${res.status} ${JSON.stringify(res.body)}`);
-    for (const r of res.body.results as { status: number; error?: unknown }[])
-      if (r.status !== 200) throw new Error(`a report: ${r.status} ${JSON.stringify(r)}`);
+    for (const r of res.body.results as { status_code: number; body: unknown }[])
+      if (r.status_code !== 200) throw new Error(`a report: ${r.status_code} ${JSON.stringify(r)}`);
   }
 }
 
@@ -153,12 +153,12 @@ async function wholeCycle(c: Contender, total: number): Promise<{ jobsPerSecond:
           await sendBatch(
             c.post,
             w.workerId,
-            got.map((s) => ({ submission_id: s.id, type: 'running', provisioning_data: { instance: w.workerId } })),
+            got.map((s) => ({ submission_id: s.id, kind: 'running', provisioning_data: { instance: w.workerId } })),
           );
           await sendBatch(
             c.post,
             w.workerId,
-            got.map((s) => ({ submission_id: s.id, type: 'complete', ...outcomeOf(k++) })),
+            got.map((s) => ({ submission_id: s.id, kind: 'complete', ...outcomeOf(k++) })),
           );
         } else {
           for (const s of got) await expectOk('running', w.running(s.id));
@@ -182,7 +182,7 @@ async function holdAll(c: Contender, workers: ReferenceWorker[]): Promise<Claime
           await sendBatch(
             c.post,
             w.workerId,
-            got.map((s) => ({ submission_id: s.id, type: 'running' })),
+            got.map((s) => ({ submission_id: s.id, kind: 'running' })),
             100,
           );
         else for (const s of got) await expectOk('running', w.running(s.id));
@@ -204,7 +204,7 @@ async function completeHeld(c: Contender, workers: ReferenceWorker[], held: Clai
         await sendBatch(
           c.post,
           w.workerId,
-          mine.map((s, k) => ({ submission_id: s.id, type: 'complete', ...outcomeOf(k) })),
+          mine.map((s, k) => ({ submission_id: s.id, kind: 'complete', ...outcomeOf(k) })),
         );
         n += mine.length;
         return;

@@ -19,6 +19,7 @@ import { AddAlwaysRunOpenToJobGroupCounters1766275200000 } from './1766275200000
 import { AddHasDependentsToJobs1766361600000 } from './1766361600000-AddHasDependentsToJobs';
 import { AddPendingToJobGroupCounters1766448000000 } from './1766448000000-AddPendingToJobGroupCounters';
 import { CountPendingJobsInEveryGroup1766534400000 } from './1766534400000-CountPendingJobsInEveryGroup';
+import { ShardJobGroupCounters1766620800000 } from './1766620800000-ShardJobGroupCounters';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -43,4 +44,5 @@ export const MIGRATIONS = [
   AddHasDependentsToJobs1766361600000,
   AddPendingToJobGroupCounters1766448000000,
   CountPendingJobsInEveryGroup1766534400000,
+  ShardJobGroupCounters1766620800000,
 ];

@@ -1234,7 +1234,7 @@ export interface components {
         ReportBatchDto: {
             /** @description The worker process, chosen by the worker. A claimed submission is held by this id together with the service account that claimed it: reports must come from both (another account gets 404, another worker of the same account 409). */
             worker_id: string;
-            /** @description At most 100 reports of this worker, applied in order, each as its own route would (`POST /internal/v1/submissions/{submission_id}/{type}`): `{submission_id, type, ...}` where `type` is `running`, `heartbeat` or `complete` and the rest is that route's body without `worker_id` (the batch has it). A report that breaks its route's rules gets that route's error in its result, not the whole batch. */
+            /** @description At most 100 reports of this worker, each applied as its own route would (`POST /internal/v1/submissions/{submission_id}/{kind}`): `{submission_id, kind, ...}` where `kind` is `running`, `heartbeat` or `complete` and the rest is that route's body without `worker_id` (the batch has it). A report that breaks its route's rules gets that route's error in its result, not the whole batch. A submission's reports take effect in the order sent; reports of different submissions are applied together, in one transaction. */
             reports: {
                 [key: string]: unknown;
             }[];
@@ -1243,27 +1243,17 @@ export interface components {
             /** @description One per report, in the same order. */
             results: components["schemas"]["ReportResultView"][];
         };
-        ReportErrorView: {
-            status_code: number;
-            code: string;
-            message: string;
-            details: {
-                [key: string]: unknown;
-            }[];
-        };
         ReportResultView: {
             /** @description As sent (null when it was not a string). */
             submission_id: string | null;
             /** @description As sent (null when it was not a string). */
-            type: string | null;
+            kind: string | null;
             /** @description What the single route would have answered: 200, or the error status. */
-            status: number;
-            /** @description With 200: the single route's answer (RunningView, HeartbeatView or CompleteView). */
-            body?: {
+            status_code: number;
+            /** @description What the single route would have answered: with 200 its answer (RunningView, HeartbeatView or CompleteView), else its error (`{code, message, details}`, as every error of the API). */
+            body: {
                 [key: string]: unknown;
             };
-            /** @description Otherwise: the single route's error. */
-            error?: components["schemas"]["ReportErrorView"];
         };
         ResourceList: {
             items: components["schemas"]["ResourceView"][];

@@ -20,7 +20,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A `running` or `complete` report waiting for the next send (see WorkerApi.send). */
 interface DueReport {
-  type: 'running' | 'complete';
+  kind: 'running' | 'complete';
   id: string;
   body: Record<string, unknown>;
   what: string;
@@ -96,14 +96,14 @@ export class WorkerApi {
    * the batch could not settle (the server busy or away, or a server without the batch route) is retried alone.
    */
   private send(
-    type: DueReport['type'],
+    kind: DueReport['kind'],
     id: string,
     body: Record<string, unknown>,
     deadline: () => number,
     alone: DueReport['alone'],
   ): Promise<Delivery | null> {
     return new Promise((resolve, reject) => {
-      this.due.push({ type, id, body, what: `${type} ${id}`, deadline, alone, resolve, reject });
+      this.due.push({ kind, id, body, what: `${kind} ${id}`, deadline, alone, resolve, reject });
       if (this.due.length === 1) setImmediate(() => void this.flush());
     });
   }
@@ -113,12 +113,12 @@ export class WorkerApi {
     this.due = [];
     const retryAlone = (d: DueReport) => this.deliver(d.what, d.deadline, d.alone).then(d.resolve, d.reject);
     if (batch.length === 1) return retryAlone(batch[0]);
-    let results: { status: number; error?: unknown }[] | undefined;
+    let results: { status_code: number; body?: unknown }[] | undefined;
     try {
       const { data, error, response } = await this.client.POST('/internal/v1/submissions/reports', {
         body: {
           worker_id: this.workerId,
-          reports: batch.map((d) => ({ submission_id: d.id, type: d.type, ...d.body })),
+          reports: batch.map((d) => ({ submission_id: d.id, kind: d.kind, ...d.body })),
         },
       });
       this.checkToken(response.status);
@@ -134,11 +134,11 @@ export class WorkerApi {
     await Promise.all(
       batch.map((d, i) => {
         const r = results?.[i];
-        if (r?.status === 200) d.resolve('accepted');
-        else if (r && !transient(r.status)) {
+        if (r?.status_code === 200) d.resolve('accepted');
+        else if (r && !transient(r.status_code)) {
           // 404/409: the submission is no longer this worker's; anything else would fail again the same way.
-          if (r.status !== 404 && r.status !== 409)
-            this.warn(`${d.what}: refused ${r.status} ${JSON.stringify(r.error)}`);
+          if (r.status_code !== 404 && r.status_code !== 409)
+            this.warn(`${d.what}: refused ${r.status_code} ${JSON.stringify(r.body)}`);
           d.resolve('refused');
         } else return retryAlone(d);
         return undefined;

@@ -1,7 +1,8 @@
 import { ERROR } from '../../bench/reference-worker';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { EntityManager } from 'typeorm';
-import { AddAbortedToJobGroupCounters1765238400000 } from '../../migrations/1765238400000-AddAbortedToJobGroupCounters';
+import { ShardJobGroupCounters1766620800000 } from '../../migrations/1766620800000-ShardJobGroupCounters';
+import { COUNTER_TOKENS } from '../../src/modules/job-groups/counter-tokens';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
 import { claimFor, invariants, makeWorker } from '../support/workers';
 import { required } from '../../src/common/required';
@@ -241,20 +242,36 @@ describe('bounded run views: job_counts, jobs_limit, jobs_truncated', () => {
     expect((await invariants(t, admin)).mismatches).toEqual([]);
   });
 
-  // Replayed over the rows the test above left.
-  it('the migration that added n_aborted backfills what the lifecycle keeps', async () => {
-    const counters = (q: {
-      query: (sql: string) => Promise<{ run_id: string; job_group_id: number; n_aborted: number }[]>;
-    }) => q.query(`SELECT run_id, job_group_id, n_aborted FROM job_group_counters ORDER BY run_id, job_group_id`);
-    const kept = await counters(t.dataSource);
-    expect(kept.some((c) => c.n_aborted > 0)).toBe(true);
+  // Replayed over the rows the test above left (aborts, cancellations, counts spread over token rows).
+  it('the migration spreading counters over token rows folds them back and spreads them again, sums kept', async () => {
+    type Q = { query: (sql: string) => Promise<Record<string, unknown>[]> };
+    const groups = (q: Q) =>
+      q.query(
+        `SELECT c.run_id, c.job_group_id, sum(n_jobs)::int AS jobs, sum(n_completed)::int AS completed,
+                sum(n_succeeded)::int AS succeeded, sum(n_failed)::int AS failed, sum(n_cancelled)::int AS cancelled,
+                sum(n_aborted)::int AS aborted, sum(n_always_run_open)::int AS open, sum(n_pending)::int AS pending,
+                sum(n_provisioning)::int AS provisioning, sum(n_running)::int AS running,
+                sum(n_retrying)::int AS retrying, bool_and(c.cancelled) AS flag
+           FROM job_group_counters c GROUP BY c.run_id, c.job_group_id ORDER BY c.run_id, c.job_group_id`,
+      );
+    const statuses = (q: Q) =>
+      q.query(`SELECT run_id, job_group_id, status FROM job_groups ORDER BY run_id, job_group_id`);
+    const rows = async (q: Q) => Number((await q.query(`SELECT count(*) AS n FROM job_group_counters`))[0].n);
+    const kept = await groups(t.dataSource);
+    const keptStatuses = await statuses(t.dataSource);
+    expect(kept.some((c) => (c.aborted as number) > 0)).toBe(true);
     const runner = t.dataSource.createQueryRunner();
     try {
       await runner.startTransaction();
-      const migration = new AddAbortedToJobGroupCounters1765238400000();
+      const migration = new ShardJobGroupCounters1766620800000();
       await migration.down(runner);
+      expect(await rows(runner)).toBe(kept.length);
+      expect(await groups(runner)).toEqual(kept);
       await migration.up(runner);
-      expect(await counters(runner)).toEqual(kept);
+      expect(await rows(runner)).toBe(kept.length * COUNTER_TOKENS);
+      expect(await groups(runner)).toEqual(kept);
+      // The statuses the migration derives are those the settles recorded.
+      expect(await statuses(runner)).toEqual(keptStatuses);
     } finally {
       await runner.rollbackTransaction();
       await runner.release();

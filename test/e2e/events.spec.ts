@@ -142,11 +142,16 @@ describe('event feed', () => {
     const [c1] = await claimFor(w, run.id);
     const [c2] = await claimFor(w, run.id);
     const [c3] = await claimFor(w, run.id);
-    expected.push('run.status provisioning', ...[c1, c2, c3].map((c) => `job.status provisioning ${name(c)}#0`));
+    // A transition's own event first; the run's status it moves follows the commit (settled after it).
+    expected.push(
+      `job.status provisioning ${name(c1)}#0`,
+      'run.status provisioning',
+      ...[c2, c3].map((c) => `job.status provisioning ${name(c)}#0`),
+    );
     for (const [i, c] of [c1, c2, c3].entries()) {
       expect((await w.running(c.id)).status).toBe(200);
-      if (i === 0) expected.push('run.status running');
       expected.push(`job.status running ${name(c)}#0`);
+      if (i === 0) expected.push('run.status running');
     }
     // One job of group a fails and is retried: its attempt's end, then its next submission.
     const [failing, other] = [c1, c2, c3].filter((c) => c.job_group_id === a);
@@ -168,10 +173,10 @@ describe('event feed', () => {
     expect(retry.submission_num).toBe(1);
     await w.execute(retry, DONE);
     expected.push(
-      'run.status provisioning',
       `job.status provisioning ${name(retry)}#1`,
-      'run.status running',
+      'run.status provisioning',
       `job.status running ${name(retry)}#1`,
+      'run.status running',
       // Group a completes with it (group 0's completion is the run's own status).
       `job.status done ${name(retry)}#1 (done_by_runner)`,
       `group.status success g${a}`,
@@ -282,11 +287,12 @@ describe('event feed', () => {
     await w.execute(failing, ERROR);
     let { items } = await readAll({ run_id: run.id }, mark);
     expect(lines(items, names)).toEqual([
-      'run.status running',
       `job.status running ${names.get(failing.job_id)}#0`,
+      'run.status running',
       `job.status failed ${names.get(failing.job_id)}#0 (container_exited_with_error)`,
-      `group.status failure g${f}`,
+      // The cancellation in the failure's transaction; the statuses it moved once that committed.
       `group.cancelled cancelled g${f} (fail_fast) by system`,
+      `group.status failure g${f}`,
       // The run's other claimed jobs have not started yet.
       'run.status provisioning',
     ]);

@@ -1,3 +1,4 @@
+import { COUNTER_TOKENS } from '../../src/modules/job-groups/counter-tokens';
 import { jobSpec, makeProject, makeRun, RunResponse, setMembers } from '../support/factories';
 import { createTestApp, TestApp, TestUser, uniqueName } from '../support/test-app';
 
@@ -34,7 +35,7 @@ describe('Idempotency-Key on job groups and added jobs', () => {
         `SELECT (SELECT count(*) FROM job_groups WHERE run_id = $1)::int AS groups,
                 (SELECT count(*) FROM job_group_self_and_ancestors WHERE run_id = $1)::int AS closure,
                 (SELECT count(*) FROM job_group_counters WHERE run_id = $1)::int AS counters,
-                (SELECT n_jobs FROM job_group_counters WHERE run_id = $1 AND job_group_id = 0) AS root_jobs,
+                (SELECT sum(n_jobs)::int FROM job_group_counters WHERE run_id = $1 AND job_group_id = 0) AS root_jobs,
                 (SELECT count(*) FROM jobs WHERE run_id = $1)::int AS jobs,
                 (SELECT count(*) FROM job_submissions WHERE run_id = $1)::int AS submissions,
                 (SELECT count(*) FROM idempotency_keys WHERE user_id = ANY($2::uuid[]))::int AS keys`,
@@ -49,7 +50,7 @@ describe('Idempotency-Key on job groups and added jobs', () => {
       const body = { parent_id: 0, attributes: { stage: 'train', n: 1 }, cancel_after_n_failures: 2 };
       const first = await post(groupsUrl(run), key, body).expect(201);
       const after = await written(run);
-      expect(after).toMatchObject({ groups: 2, closure: 3, counters: 2 });
+      expect(after).toMatchObject({ groups: 2, closure: 3, counters: 2 * COUNTER_TOKENS });
       const again = await post(groupsUrl(run), key, body).expect(201);
       expect(again.body).toEqual(first.body);
       // The same body with its keys in another order is the same request.

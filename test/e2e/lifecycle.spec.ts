@@ -243,11 +243,12 @@ describe('worker lifecycle: claim, run, complete, retries, cancellation, fail-fa
     await w.execute(inGroup[0], ERROR);
     expect((await group(run, 1)).status).toBe('failure');
     await w.execute(inGroup[1], ERROR);
-    // The second failure and the cancellation it caused were written by one transaction (one xmin).
+    // The second failure and the cancellation it caused were written by one transaction (one xmin): it locked every
+    // counter row of the group (the failure count read whole) and flagged them all.
     const written = await t.dataSource.query(
       `SELECT 'failure' AS what, xmin::text FROM job_submissions WHERE id = $1
        UNION ALL SELECT 'cancellation', xmin::text FROM job_groups_cancelled WHERE run_id = $2 AND job_group_id = 1
-       UNION ALL SELECT 'counters', xmin::text FROM job_group_counters WHERE run_id = $2 AND job_group_id = 1`,
+       UNION ALL SELECT DISTINCT 'counters', xmin::text FROM job_group_counters WHERE run_id = $2 AND job_group_id = 1`,
       [inGroup[1].id, run.id],
     );
     expect(written).toEqual(['failure', 'cancellation', 'counters'].map((what) => ({ what, xmin: written[0].xmin })));

@@ -323,7 +323,7 @@ function validRequests(f: Fixtures): Record<string, Valid> {
     // A heartbeat of the held submission, batched (its lease renewed; nothing else changes).
     'POST /internal/v1/submissions/reports': () =>
       as(f.service, {
-        body: { worker_id: f.workerId, reports: [{ submission_id: f.submissionId, type: 'heartbeat' }] },
+        body: { worker_id: f.workerId, reports: [{ submission_id: f.submissionId, kind: 'heartbeat' }] },
       }),
     'POST /internal/v1/submissions/{id}/running': () =>
       as(f.service, { params: sub, body: { worker_id: f.workerId, provisioning_data: { host: 'h' } } }),

@@ -8,11 +8,14 @@ import { claimFor, invariants, makeWorker } from '../support/workers';
 
 interface Result {
   submission_id: string | null;
-  type: string | null;
-  status: number;
-  body?: Record<string, unknown>;
-  error?: { status_code: number; code: string; message: string; details: { field: string }[] };
+  kind: string | null;
+  status_code: number;
+  /** The route's answer (200) or its error. */
+  body: Record<string, unknown> & { code?: string; details?: { field: string }[] };
 }
+
+/** A result's error code, null for 200. */
+const codeOf = (r: Result) => (r.status_code === 200 ? null : (r.body.code ?? '?'));
 
 /**
  * POST /internal/v1/submissions/reports: a worker's running, heartbeat and complete reports in one call, each
@@ -50,22 +53,22 @@ describe('batched worker reports', () => {
     const [a, b, c] = await claimFor(w, run.id, 3);
     const done = { status: 'done', termination_reason: 'done_by_runner', exit_status: 0 };
     const res = await batch(workerId, [
-      { submission_id: a.id, type: 'running', provisioning_data: { host: 'h1' } },
-      { submission_id: b.id, type: 'running' },
-      { submission_id: a.id, type: 'heartbeat', runtime_data: { rss_mib: 10 } },
-      { submission_id: a.id, type: 'complete', ...done },
-      { submission_id: a.id, type: 'complete', ...done },
-      { submission_id: c.id, type: 'complete', ...done },
-      { submission_id: randomUUID(), type: 'heartbeat' },
-      { submission_id: b.id, type: 'teleport' },
-      { submission_id: 'not-a-uuid', type: 'running' },
-      { submission_id: b.id, type: 'complete', status: 'done', termination_reason: 'aborted_by_user' },
-      { submission_id: b.id, type: 'heartbeat', worker_id: 'someone-else' },
-      { submission_id: b.id, type: 'heartbeat', surprise: true },
+      { submission_id: a.id, kind: 'running', provisioning_data: { host: 'h1' } },
+      { submission_id: b.id, kind: 'running' },
+      { submission_id: a.id, kind: 'heartbeat', runtime_data: { rss_mib: 10 } },
+      { submission_id: a.id, kind: 'complete', ...done },
+      { submission_id: a.id, kind: 'complete', ...done },
+      { submission_id: c.id, kind: 'complete', ...done },
+      { submission_id: randomUUID(), kind: 'heartbeat' },
+      { submission_id: b.id, kind: 'teleport' },
+      { submission_id: 'not-a-uuid', kind: 'running' },
+      { submission_id: b.id, kind: 'complete', status: 'done', termination_reason: 'aborted_by_user' },
+      { submission_id: b.id, kind: 'heartbeat', worker_id: 'someone-else' },
+      { submission_id: b.id, kind: 'heartbeat', surprise: true },
     ]);
     expect(res.status).toBe(200);
     const results = res.body.results as Result[];
-    expect(results.map((r) => [r.type, r.status, r.error?.code ?? null])).toEqual([
+    expect(results.map((r) => [r.kind, r.status_code, codeOf(r)])).toEqual([
       ['running', 200, null],
       ['running', 200, null],
       ['heartbeat', 200, null],
@@ -84,9 +87,9 @@ describe('batched worker reports', () => {
     expect(results[0].body).toMatchObject({ status: 'running' });
     expect(results[3].body).toEqual(results[4].body);
     expect(results[3].body).toMatchObject({ submission_id: a.id, status: 'done', retry_submission: null });
-    expect(results[9].error?.details.map((d) => d.field)).toEqual(['termination_reason']);
-    expect(results[10].error?.details.map((d) => d.field)).toEqual(['worker_id']);
-    expect(results[11].error?.details.map((d) => d.field)).toEqual(['surprise']);
+    expect(results[9].body.details?.map((d) => d.field)).toEqual(['termination_reason']);
+    expect(results[10].body.details?.map((d) => d.field)).toEqual(['worker_id']);
+    expect(results[11].body.details?.map((d) => d.field)).toEqual(['surprise']);
     expect(results.map((r) => r.submission_id)).toEqual([
       a.id,
       b.id,
@@ -108,13 +111,15 @@ describe('batched worker reports', () => {
     expect(row.provisioning_data).toEqual({ host: 'h1' });
 
     // Another worker id of the account is stale; another account learns nothing (404), as on the single routes.
-    const stale = await batch('w-other', [{ submission_id: b.id, type: 'heartbeat' }]);
-    expect((stale.body.results as Result[]).map((r) => [r.status, r.error?.code])).toEqual([[409, 'STALE_SUBMISSION']]);
-    const foreign = await batch(workerId, [{ submission_id: b.id, type: 'heartbeat' }], other);
-    expect((foreign.body.results as Result[]).map((r) => [r.status, r.error?.code])).toEqual([[404, 'NOT_FOUND']]);
+    const stale = await batch('w-other', [{ submission_id: b.id, kind: 'heartbeat' }]);
+    expect((stale.body.results as Result[]).map((r) => [r.status_code, codeOf(r)])).toEqual([
+      [409, 'STALE_SUBMISSION'],
+    ]);
+    const foreign = await batch(workerId, [{ submission_id: b.id, kind: 'heartbeat' }], other);
+    expect((foreign.body.results as Result[]).map((r) => [r.status_code, codeOf(r)])).toEqual([[404, 'NOT_FOUND']]);
 
     // The same reports again change nothing and answer the same.
-    const again = await batch(workerId, [{ submission_id: a.id, type: 'complete', ...done }]);
+    const again = await batch(workerId, [{ submission_id: a.id, kind: 'complete', ...done }]);
     expect((again.body.results as Result[])[0]).toEqual(results[3]);
     for (const s of [b, c]) await w.execute(s, { status: 'done', termination_reason: 'done_by_runner' });
     expect((await invariants(t, admin)).mismatches).toEqual([]);
@@ -160,7 +165,7 @@ describe('batched worker reports', () => {
 
   it('refuses a malformed batch as a whole: no reports, too many, a report that is not an object', async () => {
     const id = randomUUID();
-    const one = { submission_id: id, type: 'heartbeat' };
+    const one = { submission_id: id, kind: 'heartbeat' };
     const fields = async (reports: unknown, workerId: unknown = 'w-1') => {
       const res = await t.http
         .post('/internal/v1/submissions/reports')

@@ -17,10 +17,10 @@ import { describeRealPostgres } from '../support/test-app';
  * aggregate (job; each group of the chain; run; project × user × UTC day) on one shard token. Most cases run in a
  * transaction rolled back at the end: now() stands still inside it, so every expected amount is exact.
  */
-describe('BillingRepository: insertAttempt, accrue and close', () => {
+describe('BillingRepository: insertAttempts, accrue and close', () => {
   let ds: DataSource;
   let repo: BillingRepository;
-  /** Current resource ids by name (the versions insertAttempt pins). */
+  /** Current resource ids by name (the versions insertAttempts pins). */
   let resourceId: Record<string, number>;
   beforeAll(async () => {
     ds = await openDataSource();
@@ -130,12 +130,12 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
   });
   const nothing = { job: [], groups: [], run: [], daily: [] };
 
-  it('insertAttempt pins each resource’s quantity at its current version and starts the clock now, once', async () => {
+  it('insertAttempts pins each resource’s quantity at its current version and starts the clock now, once', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       const a = attempt();
       const gpu = attempt({ requested: { gpu: 1, cpu: 0.5, memory_mib: 100 } });
-      expect(await repo.insertAttempt(m, gpu)).toBe(true);
-      expect(await repo.insertAttempt(m, a)).toBe(true);
+      expect(await repo.insertAttempts(m, [gpu])).toHaveLength(1);
+      expect(await repo.insertAttempts(m, [a])).toHaveLength(1);
       const pinned = (id: string) =>
         m.query(
           `SELECT resource_id, quantity::text FROM submission_resources WHERE submission_id = $1 ORDER BY resource_id`,
@@ -152,7 +152,7 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
       });
       expect(await attemptRow(m, a.submissionId)).toMatchObject({ started_now: true, rolled_now: true, open: true });
       // A repeated `running` changes nothing.
-      expect(await repo.insertAttempt(m, { ...a, requested: { cpu: 64, memory_mib: 1024 } })).toBe(false);
+      expect(await repo.insertAttempts(m, [{ ...a, requested: { cpu: 64, memory_mib: 1024 } }])).toEqual([]);
       expect(byId(await pinned(a.submissionId))).toEqual({ [resourceId.cpu]: 2, [resourceId.memory]: 1 });
       expect(await aggregates(m, a)).toEqual(nothing);
     });
@@ -161,10 +161,10 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
   it('accrue: quantity × seconds since the last rollup into every aggregate, on the token given', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       const a = attempt();
-      await repo.insertAttempt(m, a);
+      await repo.insertAttempts(m, [a]);
       const s = await startedAgo(m, a.submissionId, 90);
       expect(s).toBeGreaterThan(0);
-      expect(await repo.accrue(m, a.submissionId, true, false, 7)).toBe(true);
+      expect(await repo.accrue(m, [a.submissionId], true, false, 7)).toBe(true);
       expect(await aggregates(m, a)).toEqual(accrued(a, s, 7, await today(m)));
       expect(await attemptRow(m, a.submissionId)).toMatchObject({ rolled_now: true, open: true });
     });
@@ -173,18 +173,18 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
   it('accrues nothing twice: a repeat at the same time, or a rollup already ahead of now, adds nothing', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       const a = attempt();
-      await repo.insertAttempt(m, a);
+      await repo.insertAttempts(m, [a]);
       const s = await startedAgo(m, a.submissionId, 60);
-      await repo.accrue(m, a.submissionId, true, false, 1);
+      await repo.accrue(m, [a.submissionId], true, false, 1);
       const once = await aggregates(m, a);
       expect(once).toEqual(accrued(a, s, 1, await today(m)));
-      expect(await repo.accrue(m, a.submissionId, true, false, 2)).toBe(false);
+      expect(await repo.accrue(m, [a.submissionId], true, false, 2)).toBe(false);
       expect(await aggregates(m, a)).toEqual(once);
       // A rollup an hour ahead of the clock (a report older than what was rolled up): kept, nothing accrues.
       await m.query(`UPDATE billing_attempts SET rolled_up_to = now() + interval '1 hour' WHERE submission_id = $1`, [
         a.submissionId,
       ]);
-      expect(await repo.accrue(m, a.submissionId, true, false, 3)).toBe(false);
+      expect(await repo.accrue(m, [a.submissionId], true, false, 3)).toBe(false);
       expect(await aggregates(m, a)).toEqual(once);
       expect((await attemptRow(m, a.submissionId)).rolled_ago).toBe(-3600);
     });
@@ -193,9 +193,9 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
   it('the same attempt on two tokens: sharded aggregates get a row per token, the job one row summed', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       const a = attempt();
-      await repo.insertAttempt(m, a);
+      await repo.insertAttempts(m, [a]);
       const s1 = await startedAgo(m, a.submissionId, 60);
-      await repo.accrue(m, a.submissionId, true, false, 3);
+      await repo.accrue(m, [a.submissionId], true, false, 3);
       // Rolled back by 30 s (what a later heartbeat would find): the next accrual adds those 30 s on token 9.
       const [{ s: s2 }] = await returning<{ s: number }>(
         m,
@@ -203,7 +203,7 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
           WHERE submission_id = $1 RETURNING EXTRACT(EPOCH FROM now() - rolled_up_to)::float8 AS s`,
         [a.submissionId],
       );
-      await repo.accrue(m, a.submissionId, true, false, 9);
+      await repo.accrue(m, [a.submissionId], true, false, 9);
       const day = await today(m);
       const first = accrued(a, s1, 3, day);
       const second = accrued(a, s2, 9, day);
@@ -220,9 +220,9 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
   it('close: accrues up to now and closes the attempt there; a closed attempt never accrues again', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       const a = attempt();
-      await repo.insertAttempt(m, a);
+      await repo.insertAttempts(m, [a]);
       const s = await startedAgo(m, a.submissionId, 45);
-      expect(await repo.accrue(m, a.submissionId, true, true, 4)).toBe(true);
+      expect(await repo.accrue(m, [a.submissionId], true, true, 4)).toBe(true);
       const closed = await aggregates(m, a);
       expect(closed).toEqual(accrued(a, s, 4, await today(m)));
       expect(await attemptRow(m, a.submissionId)).toMatchObject({
@@ -232,8 +232,8 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
       });
       // Even with its rollup pushed back (a late report), a closed attempt accrues nothing, open or closing.
       await m.query(`UPDATE billing_attempts SET rolled_up_to = started_at WHERE submission_id = $1`, [a.submissionId]);
-      expect(await repo.accrue(m, a.submissionId, true, false, 5)).toBe(false);
-      expect(await repo.accrue(m, a.submissionId, true, true, 5)).toBe(false);
+      expect(await repo.accrue(m, [a.submissionId], true, false, 5)).toBe(false);
+      expect(await repo.accrue(m, [a.submissionId], true, true, 5)).toBe(false);
       expect(await aggregates(m, a)).toEqual(closed);
     });
   });
@@ -241,9 +241,9 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
   it('close at the last rollup (a lapsed lease): closed where the clock stood, nothing accrued', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       const a = attempt();
-      await repo.insertAttempt(m, a);
+      await repo.insertAttempts(m, [a]);
       await startedAgo(m, a.submissionId, 300);
-      expect(await repo.accrue(m, a.submissionId, false, true, 6)).toBe(false);
+      expect(await repo.accrue(m, [a.submissionId], false, true, 6)).toBe(false);
       expect(await aggregates(m, a)).toEqual(nothing);
       expect(await attemptRow(m, a.submissionId)).toMatchObject({ open: false, closed_at_rollup: true });
       expect((await attemptRow(m, a.submissionId)).rolled_ago).toBeGreaterThan(0);
@@ -253,7 +253,7 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
   it('an accrual across UTC midnight splits the day rows at midnight; the other aggregates get the total', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       const a = attempt();
-      await repo.insertAttempt(m, a);
+      await repo.insertAttempts(m, [a]);
       // Started at 23:00 UTC yesterday.
       const [span] = await returning<{ yesterday: string; total_s: string; today_s: string }>(
         m,
@@ -267,7 +267,7 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
                      AS today_s`,
         [a.submissionId],
       );
-      expect(await repo.accrue(m, a.submissionId, true, false, 2)).toBe(true);
+      expect(await repo.accrue(m, [a.submissionId], true, false, 2)).toBe(true);
       const todaySeconds = Number(span.today_s);
       const total = accrued(a, Number(span.total_s), 2, 'unused');
       const day = await today(m);
@@ -286,7 +286,7 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
 
   it('an unknown submission accrues nothing', async () => {
     await inRolledBackTransaction(ds, async (m) => {
-      expect(await repo.accrue(m, randomUUID(), true, true, 0)).toBe(false);
+      expect(await repo.accrue(m, [randomUUID()], true, true, 0)).toBe(false);
     });
   });
 
@@ -300,7 +300,7 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
     it('two transactions accruing one attempt bill each second once: the second waits, adds the tail', async () => {
       const a = attempt();
       await ds.transaction(async (m) => {
-        await repo.insertAttempt(m, a);
+        await repo.insertAttempts(m, [a]);
         await m.query(
           `UPDATE billing_attempts
               SET started_at = now() - interval '120 seconds', rolled_up_to = now() - interval '120 seconds'
@@ -311,8 +311,8 @@ describe('BillingRepository: insertAttempt, accrue and close', () => {
       const first = await openTransaction(ds);
       const second = await openTransaction(ds);
       try {
-        expect(await repo.accrue(first.manager, a.submissionId, true, false, 1)).toBe(true);
-        const waiting = repo.accrue(second.manager, a.submissionId, true, false, 2);
+        expect(await repo.accrue(first.manager, [a.submissionId], true, false, 1)).toBe(true);
+        const waiting = repo.accrue(second.manager, [a.submissionId], true, false, 2);
         await untilSomeoneWaitsForALock(observer);
         await first.commitTransaction();
         await waiting;

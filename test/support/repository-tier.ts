@@ -1,3 +1,4 @@
+import { COUNTER_TOKENS } from '../../src/modules/job-groups/counter-tokens';
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource, EntityManager, QueryRunner } from 'typeorm';
@@ -114,7 +115,10 @@ export async function seedRun(
        SELECT $1, $2, a, l - 1 FROM unnest($3::int[]) WITH ORDINALITY AS c(a, l)`,
       [run.id, g, chain],
     );
-    await m.query(`INSERT INTO job_group_counters (run_id, job_group_id) VALUES ($1, $2)`, [run.id, g]);
+    await m.query(
+      `INSERT INTO job_group_counters (run_id, job_group_id, token) SELECT $1, $2, generate_series(0, $3::int - 1)`,
+      [run.id, g, COUNTER_TOKENS],
+    );
   }
   return { userId: user.id, projectId: project.id, runId: run.id };
 }

@@ -44,8 +44,8 @@ export function makeBatchingWorker(t: Pick<TestApp, 'http'>, service: TestUser, 
       });
       if (res.status !== 200) for (const d of batch) d.resolve(res);
       else
-        (res.body.results as { status: number; body?: object; error?: object }[]).forEach((r, i) =>
-          batch[i].resolve({ status: r.status, body: r.status === 200 ? r.body : r.error }),
+        (res.body.results as { status_code: number; body: object }[]).forEach((r, i) =>
+          batch[i].resolve({ status: r.status_code, body: r.body }),
         );
     } catch (err) {
       for (const d of batch) d.reject(err);
@@ -57,7 +57,7 @@ export function makeBatchingWorker(t: Pick<TestApp, 'http'>, service: TestUser, 
     // eslint-disable-next-line @typescript-eslint/no-unused-vars -- the batch carries the worker id
     const { worker_id: _, ...rest } = body as Record<string, unknown>;
     return new Promise((resolve, reject) => {
-      due.push({ report: { submission_id: report[1], type: report[2], ...rest }, resolve, reject });
+      due.push({ report: { submission_id: report[1], kind: report[2], ...rest }, resolve, reject });
       if (due.length === 1) setImmediate(() => void flush());
     });
   }, workerId);

@@ -139,49 +139,66 @@ export class BillingRepository {
   }
 
   /**
-   * Starts billing a submission, in one statement: the attempt (its clock starts now) and, when it is new, one pinned
-   * quantity per requested key whose billed resource has a rate: the requested quantity × the key's factor (exact: the
-   * table's checks keep it within 10 decimals), against the resource's current rate version. Zero quantities and keys
-   * of no table row are left out. False when the attempt already was (a repeated `running` changes nothing).
+   * Starts billing submissions, in one statement: each attempt (its clock starts now) and, when it is new, one pinned
+   * quantity per requested key whose billed resource has a rate: the requested quantity × the key's factor (exact:
+   * the table's checks keep it within 10 decimals), against the resource's current rate version. Zero quantities and
+   * keys of no table row are left out. An attempt that already was changes nothing (a repeated `running`). Returns
+   * the ids of the attempts started.
    */
-  async insertAttempt(m: EntityManager, a: NewAttempt): Promise<boolean> {
-    const [row] = await preparedQuery<{ started: boolean }>(
+  async insertAttempts(m: EntityManager, attempts: readonly NewAttempt[]): Promise<string[]> {
+    if (attempts.length === 0) return [];
+    const sorted = [...attempts].sort((a, b) => (a.submissionId < b.submissionId ? -1 : 1));
+    const rows = await preparedQuery<{ id: string }>(
       m,
-      'billing_start_attempt',
-      `WITH a AS (
+      'billing_start_attempts',
+      `WITH v AS (
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[], $7::jsonb[])
+           AS v(submission_id, run_id, job_id, project_id, user_id, job_group_ids, requested)
+       ), a AS (
          INSERT INTO billing_attempts
            (submission_id, run_id, job_id, project_id, user_id, job_group_ids, started_at, rolled_up_to)
-         VALUES ($1, $2, $3, $4, $5, $6::int[], now(), now())
+         SELECT submission_id, run_id, job_id, project_id, user_id, job_group_ids::int[], now(), now() FROM v
+          ORDER BY submission_id
          ON CONFLICT (submission_id) DO NOTHING RETURNING submission_id
        ), q AS (
-         SELECT k.resource_name AS name, req.value::numeric * k.factor AS quantity
-           FROM jsonb_each_text($7::jsonb) req JOIN requestable_resources k ON k.spec_key = req.key
+         SELECT v.submission_id, k.resource_name AS name, req.value::numeric * k.factor AS quantity
+           FROM v CROSS JOIN LATERAL jsonb_each_text(v.requested) req
+           JOIN requestable_resources k ON k.spec_key = req.key
        ), pinned AS (
          INSERT INTO submission_resources (submission_id, resource_id, quantity)
          SELECT a.submission_id, r.id, q.quantity
-           FROM a CROSS JOIN q JOIN (${CURRENT}) r ON r.name = q.name
+           FROM a JOIN q ON q.submission_id = a.submission_id JOIN (${CURRENT}) r ON r.name = q.name
           WHERE q.quantity > 0
          RETURNING 1
        )
-       SELECT EXISTS (SELECT 1 FROM a) AS started`,
-      [a.submissionId, a.runId, a.jobId, a.projectId, a.userId, a.jobGroupIds, JSON.stringify(a.requested)],
+       SELECT submission_id AS id FROM a`,
+      [
+        sorted.map((a) => a.submissionId),
+        sorted.map((a) => a.runId),
+        sorted.map((a) => a.jobId),
+        sorted.map((a) => a.projectId),
+        sorted.map((a) => a.userId),
+        sorted.map((a) => `{${a.jobGroupIds.join(',')}}`),
+        sorted.map((a) => JSON.stringify(a.requested)),
+      ],
     );
-    return row.started;
+    return rows.map((r) => r.id);
   }
 
   /**
-   * Rolls an open attempt up to now (`toNow`) or leaves its rollup where it is, closing it if asked, and adds what
+   * Rolls open attempts up to now (`toNow`) or leaves their rollup where it is, closing them if asked, and adds what
    * accrued to every aggregate (job; each group of the chain; run; project × user × UTC day), all in one statement:
-   * one round trip inside the lifecycle transaction. The rollup time only moves forward (GREATEST), so a repeated or
-   * late report accrues nothing; an unknown or closed attempt changes nothing. Usage is the pinned quantity × the
-   * seconds of each UTC day, summed in numeric (nothing rounded). Aggregate rows are taken in one fixed order (job,
-   * groups by id, run, day rows; the scalar subqueries below run the inserts in that order), so concurrent accruals
-   * never deadlock; shard `token` spreads the hot rows. `rider` (another module's write, see StatementRider) goes
-   * in the same round trip. Returns whether anything accrued.
+   * one round trip inside the lifecycle transaction, whatever the number of attempts. The rollup time only moves
+   * forward (GREATEST), so a repeated or late report accrues nothing; an unknown or closed attempt changes nothing.
+   * Usage is the pinned quantity × the seconds of each UTC day, summed in numeric (nothing rounded), and each
+   * aggregate row gets one sum of its attempts. Rows are taken in one fixed order (attempts by id; then job, groups,
+   * run, day rows, each by key; the scalar subqueries below run the inserts in that order), so concurrent accruals
+   * never deadlock; shard `token` spreads the hot rows. `rider` (another module's write, see StatementRider) goes in
+   * the same round trip. Returns whether anything accrued.
    */
   async accrue(
     m: EntityManager,
-    submissionId: string,
+    submissionIds: readonly string[],
     toNow: boolean,
     close: boolean,
     token: number,
@@ -191,7 +208,7 @@ export class BillingRepository {
       'billing_accrue',
       `WITH o AS (
          SELECT submission_id, rolled_up_to AS prev FROM billing_attempts
-           WHERE submission_id = $1 AND closed_at IS NULL FOR UPDATE
+           WHERE submission_id = ANY($1::uuid[]) AND closed_at IS NULL ORDER BY submission_id FOR UPDATE
        ), u AS (
          UPDATE billing_attempts b
             SET rolled_up_to = CASE WHEN $2 THEN GREATEST(o.prev, now()) ELSE o.prev END,
@@ -207,38 +224,45 @@ export class BillingRepository {
                                    date_trunc('day', u.next AT TIME ZONE 'UTC'), interval '1 day') d(day)
           WHERE u.next > u.prev
        ), d AS (
-         SELECT days.day, sr.resource_id, sr.quantity * EXTRACT(EPOCH FROM (days.e - days.s)) AS usage
+         SELECT days.submission_id, days.day, sr.resource_id,
+                sr.quantity * EXTRACT(EPOCH FROM (days.e - days.s)) AS usage
            FROM days JOIN submission_resources sr ON sr.submission_id = days.submission_id
           WHERE days.e > days.s
-       ),
-       per_resource AS (SELECT resource_id, SUM(usage) AS usage FROM d GROUP BY resource_id),
-       job AS (
+       ), per_attempt AS (
+         SELECT u.*, p.resource_id, p.usage
+           FROM u JOIN (SELECT submission_id, resource_id, SUM(usage) AS usage FROM d GROUP BY 1, 2) p
+             ON p.submission_id = u.submission_id
+       ), job AS (
          INSERT INTO billing_job_usage AS x (job_id, resource_id, run_id, usage)
-         SELECT u.job_id, p.resource_id, u.run_id, p.usage FROM u CROSS JOIN per_resource p ORDER BY p.resource_id
+         SELECT job_id, resource_id, run_id, SUM(usage) FROM per_attempt
+          GROUP BY job_id, resource_id, run_id ORDER BY job_id, resource_id
          ON CONFLICT (job_id, resource_id) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        ), grp AS (
          INSERT INTO billing_group_usage AS x (run_id, job_group_id, resource_id, token, usage)
-         SELECT u.run_id, g.id, p.resource_id, $4, p.usage
-           FROM u CROSS JOIN LATERAL (SELECT DISTINCT unnest(u.job_group_ids) AS id) g CROSS JOIN per_resource p
-          ORDER BY g.id, p.resource_id
+         SELECT a.run_id, g.id, a.resource_id, $4, SUM(a.usage)
+           FROM per_attempt a CROSS JOIN LATERAL (SELECT DISTINCT unnest(a.job_group_ids) AS id) g
+          GROUP BY a.run_id, g.id, a.resource_id ORDER BY a.run_id, g.id, a.resource_id
          ON CONFLICT (run_id, job_group_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        ), run AS (
          INSERT INTO billing_run_usage AS x (run_id, resource_id, token, usage)
-         SELECT u.run_id, p.resource_id, $4, p.usage FROM u CROSS JOIN per_resource p ORDER BY p.resource_id
+         SELECT run_id, resource_id, $4, SUM(usage) FROM per_attempt
+          GROUP BY run_id, resource_id ORDER BY run_id, resource_id
          ON CONFLICT (run_id, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        ), daily AS (
          INSERT INTO billing_daily_usage AS x (project_id, user_id, day, resource_id, token, usage)
-         SELECT u.project_id, u.user_id, d.day, d.resource_id, $4, SUM(d.usage) FROM u CROSS JOIN d
-          GROUP BY u.project_id, u.user_id, d.day, d.resource_id ORDER BY d.day, d.resource_id
+         SELECT u.project_id, u.user_id, d.day, d.resource_id, $4, SUM(d.usage)
+           FROM u JOIN d ON d.submission_id = u.submission_id
+          GROUP BY u.project_id, u.user_id, d.day, d.resource_id
+          ORDER BY u.project_id, u.user_id, d.day, d.resource_id
          ON CONFLICT (project_id, user_id, day, resource_id, token) DO UPDATE SET usage = x.usage + EXCLUDED.usage
          RETURNING 1
        )`,
       `SELECT (SELECT count(*) FROM job) + (SELECT count(*) FROM grp) + (SELECT count(*) FROM run) +
               (SELECT count(*) FROM daily) AS n`,
-      [submissionId, toNow, close, token],
+      [[...submissionIds].sort(), toNow, close, token],
       rider,
     );
     const [row] = await preparedQuery<{ n: string }>(m, q.name, q.text, q.params);

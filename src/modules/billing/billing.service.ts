@@ -103,39 +103,35 @@ export class BillingService implements OnModuleInit {
   }
 
   /**
-   * Starts the submission's clock (now) and pins, per requested key that maps to a billed resource with a rate, the
+   * Starts each submission's clock (now) and pins, per requested key that maps to a billed resource with a rate, the
    * quantity in that resource's unit at its current rate version. One statement; repeats change nothing.
    */
-  async startAttempt(m: EntityManager, a: NewAttempt): Promise<void> {
-    await this.billing.insertAttempt(m, a);
-  }
-
-  /** Heartbeat: accrues usage up to now. */
-  async accrue(m: EntityManager, submissionId: string): Promise<void> {
-    await this.billing.accrue(m, submissionId, true, false, randomInt(TOKENS));
+  async startAttempts(m: EntityManager, attempts: readonly NewAttempt[]): Promise<void> {
+    await this.billing.insertAttempts(m, attempts);
   }
 
   /**
-   * One heartbeat for many submissions, in one transaction: all accrue into one shard (two such transactions then
-   * never take a run's shards in opposite orders). Pass them grouped by run, in a fixed order (e.g. run id, id).
+   * Heartbeats: accrues the submissions' usage up to now, in one statement and one shard (two such transactions then
+   * never take a run's shards in opposite orders).
    */
-  async accrueMany(m: EntityManager, submissionIds: string[]): Promise<void> {
-    const token = randomInt(TOKENS);
-    for (const id of submissionIds) await this.billing.accrue(m, id, true, false, token);
+  async accrue(m: EntityManager, submissionIds: readonly string[]): Promise<void> {
+    if (submissionIds.length === 0) return;
+    await this.billing.accrue(m, submissionIds, true, false, randomInt(TOKENS));
   }
 
   /**
-   * The attempt ended: accrues up to now and closes it, or (a lapsed lease, `atLastRollup`) closes it where the
-   * last heartbeat left the clock. Closed attempts never accrue again. `rider` is written in the same statement
-   * (the lifecycle's event of the ending attempt: see StatementRider).
+   * Attempts ended: accrues each up to now and closes it, or (a lapsed lease, `atLastRollup`) closes it where the
+   * last heartbeat left the clock, in one statement. Closed attempts never accrue again. `rider` is written in the
+   * same statement (the lifecycle's events of the ending attempts: see StatementRider).
    */
-  async closeAttempt(
+  async closeAttempts(
     m: EntityManager,
-    submissionId: string,
+    submissionIds: readonly string[],
     atLastRollup = false,
     rider?: StatementRider,
   ): Promise<void> {
-    await this.billing.accrue(m, submissionId, !atLastRollup, true, randomInt(TOKENS), rider);
+    if (submissionIds.length === 0) return;
+    await this.billing.accrue(m, submissionIds, !atLastRollup, true, randomInt(TOKENS), rider);
   }
 
   async runCost(runId: string): Promise<CostReport> {

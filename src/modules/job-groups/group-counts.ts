@@ -1,11 +1,11 @@
 import { abortOf, type Cancellation } from '../lifecycle/outcomes';
 import { GroupCounts, GroupStatus, JobGroupView, toCancellationView } from './dto/job-group.dto';
-import { JobGroup } from './entities/job-group.entity';
-import type { ActiveCounts, ActiveDelta, Counts } from './job-group-rows';
+import { JobGroup, type JobGroupState } from './entities/job-group.entity';
+import type { ActiveCounts, Counts } from './job-group-rows';
 
 // Pure arithmetic on a group's counters and the view built from them: no database, no Nest.
 
-/** A group whose status (as its view shows it) changed in the caller's transaction, and its new status. */
+/** A group whose status (as its view shows it) changed, and its new status. */
 export interface GroupStatusChange {
   jobGroupId: number;
   status: GroupStatus;
@@ -17,66 +17,37 @@ export interface RootState {
   stopReason: string | null;
 }
 
-/**
- * A transaction's change to a run's root, both ends taken while holding the root's counters row: the state it
- * found (the last committed one) and the state it leaves.
- */
-export interface RootChange {
-  before: RootState;
-  after: RootState;
+/** A group's settlement: the status and state its view shows now, against those it last recorded. */
+export interface GroupSettlement {
+  jobGroupId: number;
+  stored: { status: GroupStatus; state: JobGroupState };
+  now: { status: GroupStatus; state: JobGroupState };
+  /** The group is under a cancellation that explains a `cancelled` status (its group.cancelled event says it). */
+  explained: boolean;
 }
-
-/** Counters as they were before `d` and `active` were added. */
-export function subtract(c: Counts & ActiveCounts, d: Partial<Counts>, active: ActiveDelta): Counts & ActiveCounts {
-  return {
-    nJobs: c.nJobs - (d.nJobs ?? 0),
-    nCompleted: c.nCompleted - (d.nCompleted ?? 0),
-    nSucceeded: c.nSucceeded - (d.nSucceeded ?? 0),
-    nFailed: c.nFailed - (d.nFailed ?? 0),
-    nCancelled: c.nCancelled - (d.nCancelled ?? 0),
-    nAborted: c.nAborted - (d.nAborted ?? 0),
-    nProvisioning: c.nProvisioning - (active.nProvisioning ?? 0),
-    nRunning: c.nRunning - (active.nRunning ?? 0),
-    nRetrying: c.nRetrying - (active.nRetrying ?? 0),
-    nPending: c.nPending - (active.nPending ?? 0),
-  };
-}
-
-export function addTo(c: Counts, nJobs: number): Counts {
-  return { ...pickCounts(c), nJobs: c.nJobs + nJobs };
-}
-
-/** The groups among `rows` whose every job is counted complete. */
-export function completeIds(rows: (Counts & { jobGroupId: number })[]): number[] {
-  return rows.filter((r) => r.nCompleted === r.nJobs).map((r) => r.jobGroupId);
-}
-
-const pickCounts = (c: Counts): Counts => ({
-  nJobs: c.nJobs,
-  nCompleted: c.nCompleted,
-  nSucceeded: c.nSucceeded,
-  nFailed: c.nFailed,
-  nCancelled: c.nCancelled,
-  nAborted: c.nAborted,
-});
 
 /**
- * The groups whose status (as `groupStatus` shows it) differs between two states of the same levels. A level that a
- * cancellation made in the same transaction covers (`cancelledAfter`, none before: callers only pass uncancelled
- * chains) and that shows as `cancelled` is left out: that cancellation's own record says it.
+ * The status and state a group's view shows, from its counters, whether a cancellation lies over it, and whether
+ * always_run jobs there go on (no abort over it): as toView.
  */
-export function statusChanges(
-  levels: { jobGroupId: number; before: Counts; after: Counts; cancelledAfter?: boolean }[],
-): GroupStatusChange[] {
-  const out: GroupStatusChange[] = [];
-  for (const l of levels) {
-    const was = groupStatus(effectiveCounts(l.before, false), false);
-    const cancelled = l.cancelledAfter ?? false;
-    const now = groupStatus(effectiveCounts(l.after, cancelled), cancelled);
-    if (now !== was && !(cancelled && now === 'cancelled')) out.push({ jobGroupId: l.jobGroupId, status: now });
-  }
-  return out;
+export function viewStatus(
+  counts: Counts,
+  cancelled: boolean,
+  spareAlwaysRun: boolean,
+): { status: GroupStatus; state: JobGroupState } {
+  const eff = effectiveCounts(counts, cancelled, spareAlwaysRun);
+  return { status: groupStatus(eff, cancelled), state: eff.n_completed === eff.n_jobs ? 'complete' : 'running' };
 }
+
+/** The settlements that record something: a status or state that moved. */
+export const unsettled = (s: readonly GroupSettlement[]): GroupSettlement[] =>
+  s.filter((g) => g.stored.status !== g.now.status || g.stored.state !== g.now.state);
+
+/** The group.status changes a settlement announces: a new status, but not one a cancellation explains. */
+export const announced = (s: readonly GroupSettlement[]): GroupStatusChange[] =>
+  s
+    .filter((g) => g.stored.status !== g.now.status && !(g.explained && g.now.status === 'cancelled'))
+    .map((g) => ({ jobGroupId: g.jobGroupId, status: g.now.status }));
 
 /**
  * Counts as the API shows them. Under a cancellation, jobs not yet counted are cancelled: the stored counters of
@@ -121,7 +92,7 @@ export function toView(
     attributes: g.attributes,
     cancel_after_n_failures: g.cancelAfterNFailures,
     // A cancelled group with a running always_run job is still running.
-    state: eff.n_completed === eff.n_jobs ? 'complete' : g.state,
+    state: eff.n_completed === eff.n_jobs ? 'complete' : 'running',
     status: groupStatus(eff, cancellation !== null),
     cancellation: cancellation ? toCancellationView(cancellation) : null,
     counts: { ...eff, n_pending: counts.nPending - pendingCancelled },

@@ -4,6 +4,7 @@ import type { DirectOutcomes } from '../jobs/jobs.service';
 import { GroupCounts } from './dto/job-group.dto';
 import { effectiveCounts } from './group-counts';
 import { JobGroupViewsService } from './job-group-views.service';
+import { COUNTER_TOKENS } from './counter-tokens';
 import { JobGroupCountersRepository } from './job-group-counters.repository';
 import { JobGroupsRepository } from './job-groups.repository';
 
@@ -17,7 +18,9 @@ export class JobGroupInvariantsService {
   ) {}
 
   /**
-   * Invariant 1: every group's counts (as shown) equal the sum over the jobs of its whole subtree, where a job
+   * Invariant 1: every group's counts (as shown, its token rows summed) equal the sum over the jobs of its whole
+   * subtree (with no negative sum: a row alone may be negative, a job started on one token and ended on another),
+   * and every group has all its token rows, flagged alike; a job
    * not yet counted is cancelled if a group above it is cancelled and active otherwise. `direct` are per-group
    * job tallies from the jobs module. Returns one line per mismatch.
    */
@@ -70,10 +73,10 @@ export class JobGroupInvariantsService {
       // Pending counts are raw: every level counts its subtree's pending jobs, cancelled or not.
       expectedPending.set(key(runId, ancestorId), (expectedPending.get(key(runId, ancestorId)) ?? 0) + d.nPending);
     }
-    const out: string[] = (await this.counters.cancelledFlagMismatches()).map(
+    const out: string[] = (await this.counters.rowMismatches()).map(
       (r) =>
-        `run ${r.runId} group ${r.jobGroupId}: counters say cancelled=${r.flag} but job_groups_cancelled ` +
-        `${r.flag ? 'has no row' : 'has one'}`,
+        `run ${r.runId} group ${r.jobGroupId}: ${r.rows} counter rows (want ${COUNTER_TOKENS}), cancelled flags ` +
+        `${r.flags}, disagreeing with job_groups_cancelled or among themselves`,
     );
     for (const c of await this.counters.allCounters()) {
       const shown = effectiveCounts(

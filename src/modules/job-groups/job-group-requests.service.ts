@@ -10,7 +10,7 @@ import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
 import { JobGroupViewsService } from './job-group-views.service';
 import { JobGroupsService } from './job-groups.service';
-import { cancellationEvents, groupStatusEvents, jobStatusEvent } from '../events/event-types';
+import { groupCancelledEvent, jobStatusEvent } from '../events/event-types';
 import { EventsService } from '../events/events.service';
 import { JobView } from '../jobs/dto/job-spec';
 import { DependenciesService } from '../jobs/dependencies.service';
@@ -127,15 +127,13 @@ export class JobGroupRequestsService {
             await this.dependencies.insertEdges(m, run.id, edges);
             const alwaysRun = newJobs.filter((j) => j.alwaysRun && j.status !== 'terminated').length;
             const pending = newJobs.filter((j) => j.status === PENDING_STATUS).length;
-            const changes = await this.groups.addJobs(m, chain, newJobs.length, alwaysRun, pending);
+            await this.groups.addJobs(m, chain, newJobs.length, alwaysRun, pending);
             // Jobs a parent's failure ended before they were added: counted as cancelled outcomes, with their events.
             const ended = newJobs.filter((j) => j.status === 'terminated');
-            const cascade =
-              ended.length === 0
-                ? { statusChanges: [] }
-                : await this.groups.countCascaded(m, run.id, new Map([[jobGroupId, ended.length]]), []);
-            await this.events.record(m, [
-              ...ended.map((j) =>
+            if (ended.length > 0) await this.groups.countCascaded(m, run.id, new Map([[jobGroupId, ended.length]]), []);
+            await this.events.record(
+              m,
+              ended.map((j) =>
                 jobStatusEvent(
                   run.projectId,
                   { runId: run.id, jobGroupId, jobId: j.id, submissionNum: 0 },
@@ -143,10 +141,9 @@ export class JobGroupRequestsService {
                   'dependency_failed',
                 ),
               ),
-              ...groupStatusEvents(run.projectId, run.id, changes),
-              ...groupStatusEvents(run.projectId, run.id, cascade.statusChanges),
-            ]);
-            await this.runStatus.refreshStatus(m, run.id);
+            );
+            // A complete group runs again: its group.status follows the commit.
+            this.runStatus.settleAfterCommit(m, run.id, [jobGroupId]);
             return { first, jobs: await this.jobs.addedViews(m, run.id, first, first + body.jobs.length) };
           },
           idOf: (added) => String(added.first),
@@ -248,9 +245,9 @@ export class JobGroupRequestsService {
     const cancellation = await this.tx.run(async (m) => {
       const result = await this.groups.cancel(m, run.id, jobGroupId, principal.name, reason ?? 'job_group_cancelled');
       if (!result.created) return result.cancellation;
-      const events = cancellationEvents(run.projectId, run.id, result.cancellation, result.statusChanges);
-      await this.events.record(m, events);
-      await this.runStatus.refreshStatus(m, run.id);
+      await this.events.record(m, [groupCancelledEvent(run.projectId, run.id, result.cancellation)]);
+      // Ancestors the cancellation completed announce it after the commit.
+      this.runStatus.settleAfterCommit(m, run.id, [jobGroupId]);
       return result.cancellation;
     });
     return toCancellationView(cancellation);

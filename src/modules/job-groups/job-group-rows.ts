@@ -26,12 +26,19 @@ export interface ActiveCounts {
 
 export type ActiveDelta = Partial<ActiveCounts>;
 
-export interface ChainLevel extends Counts, ActiveCounts {
+/**
+ * One level of a locked chain (a group or an ancestor): the rows of the transaction's token are locked at every
+ * level, and at the levels locked exactly all the group's rows, whose sums are then whole (no other transaction can
+ * change them before this one ends).
+ */
+export interface ChainLevel {
   jobGroupId: number;
   level: number;
   cancelAfterNFailures: number | null;
   /** The group itself is cancelled (read from the locked, latest row version). */
   cancelled: boolean;
+  /** The group's whole counts (all its rows summed) where every row was locked; null elsewhere. */
+  exact: (Counts & ActiveCounts) | null;
 }
 
 export type CountsDelta = Partial<Counts>;
@@ -41,7 +48,15 @@ const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeede
                 c.n_always_run_open AS "nAlwaysRunOpen"`;
 const ACTIVE = `c.n_provisioning AS "nProvisioning", c.n_running AS "nRunning", c.n_retrying AS "nRetrying",
                 c.n_pending AS "nPending"`;
+/** COUNTS summed over a group's token rows (alias c; the query groups by the group). */
+const SUMMED_COUNTS = `sum(c.n_jobs)::int AS "nJobs", sum(c.n_completed)::int AS "nCompleted",
+                sum(c.n_succeeded)::int AS "nSucceeded", sum(c.n_failed)::int AS "nFailed",
+                sum(c.n_cancelled)::int AS "nCancelled", sum(c.n_aborted)::int AS "nAborted",
+                sum(c.n_always_run_open)::int AS "nAlwaysRunOpen"`;
+/** ACTIVE summed over a group's token rows. */
+const SUMMED_ACTIVE = `sum(c.n_provisioning)::int AS "nProvisioning", sum(c.n_running)::int AS "nRunning",
+                sum(c.n_retrying)::int AS "nRetrying", sum(c.n_pending)::int AS "nPending"`;
 const CANCELLATION = `x.job_group_id AS "jobGroupId", x.cancelled_at AS "cancelledAt", x.cancelled_by AS "cancelledBy",
                       x.reason`;
 
-export { COUNTS, ACTIVE, CANCELLATION };
+export { COUNTS, ACTIVE, SUMMED_COUNTS, SUMMED_ACTIVE, CANCELLATION };

@@ -30,8 +30,14 @@ export class JobGroupViewsService {
     return this.counters.unfinishedJobs(m, runIds);
   }
 
-  async rootCounts(runIds: string[]): Promise<Map<string, Counts & ActiveCounts>> {
-    return this.counters.rootCounts(runIds);
+  async rootCounts(runIds: string[], m?: EntityManager): Promise<Map<string, Counts & ActiveCounts>> {
+    return this.counters.rootCounts(runIds, m);
+  }
+
+  /** The reason of each stopped run's stop (group 0's cancellation); runs not stopped are left out. */
+  async stopReasons(runIds: string[], m?: EntityManager): Promise<Map<string, string>> {
+    const stops = await this.groups.rootCancellations(runIds, m);
+    return new Map(stops.map((s) => [s.runId, s.reason]));
   }
 
   /** Per run, the groups under a cancellation and the (earliest) cancellation that applies to each. */
@@ -125,6 +131,11 @@ export class JobGroupViewsService {
   /** The group and all its ancestors, deepest first, unlocked (for billing, which adds usage to every level). */
   selfAndAncestorIds(m: EntityManager, runId: string, jobGroupId: number): Promise<number[]> {
     return this.groups.selfAndAncestorIds(m, runId, jobGroupId);
+  }
+
+  /** Each group's chain (itself, then its ancestors up to the root), for several groups of a run, unlocked. */
+  chainsOf(m: EntityManager, runId: string, groupIds: number[]): Promise<Map<number, number[]>> {
+    return this.groups.chainsOf(m, runId, groupIds);
   }
 
   subtreeIds(runId: string, jobGroupId: number, m?: EntityManager): Promise<number[]> {

@@ -2,9 +2,10 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Cancellation } from './dto/job-group.dto';
-import { JobGroup } from './entities/job-group.entity';
+import { JobGroup, type JobGroupState, type StoredGroupStatus } from './entities/job-group.entity';
 import { CANCELLATION } from './job-group-rows';
 import { required } from '../../common/required';
+import { COUNTER_TOKENS } from './counter-tokens';
 
 export interface NewGroup {
   jobGroupId: number;
@@ -20,7 +21,8 @@ export class JobGroupsRepository {
   constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   /**
-   * Inserts groups with their closure rows and zeroed counters. `ancestors` maps a group to its [self, parent, ...].
+   * Inserts groups with their closure rows and zeroed counters (COUNTER_TOKENS rows each). `ancestors` maps a group
+   * to its [self, parent, ...].
    */
   async insertGroups(
     m: EntityManager,
@@ -53,10 +55,11 @@ export class JobGroupsRepository {
        SELECT $1, * FROM unnest($2::int[], $3::int[], $4::int[])`,
       [runId, closure.map((r) => r[0]), closure.map((r) => r[1]), closure.map((r) => r[2])],
     );
-    await m.query(`INSERT INTO job_group_counters (run_id, job_group_id) SELECT $1, unnest($2::int[])`, [
-      runId,
-      groups.map((g) => g.jobGroupId),
-    ]);
+    await m.query(
+      `INSERT INTO job_group_counters (run_id, job_group_id, token)
+       SELECT $1, g, t FROM unnest($2::int[]) g CROSS JOIN generate_series(0, $3::int - 1) t`,
+      [runId, groups.map((g) => g.jobGroupId), COUNTER_TOKENS],
+    );
   }
 
   async nextGroupId(m: EntityManager, runId: string): Promise<number> {
@@ -86,6 +89,18 @@ export class JobGroupsRepository {
     );
   }
 
+  /** The cancellations of group 0 (stops) of the given runs. */
+  rootCancellations(
+    runIds: string[],
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<{ runId: string; reason: string }[]> {
+    if (runIds.length === 0) return Promise.resolve([]);
+    return m.query(
+      `SELECT run_id AS "runId", reason FROM job_groups_cancelled WHERE run_id = ANY($1::uuid[]) AND job_group_id = 0`,
+      [runIds],
+    );
+  }
+
   /** For every group of the given runs that lies under a cancelled group: the earliest such cancellation. */
   async effectiveCancellations(
     runIds: string[],
@@ -104,12 +119,37 @@ export class JobGroupsRepository {
     );
   }
 
-  async setState(m: EntityManager, runId: string, groupIds: number[], state: 'running' | 'complete'): Promise<void> {
-    if (groupIds.length === 0) return;
+  /** Records groups' settled status and state (see RunStatusService's settle). */
+  async setStatuses(
+    m: EntityManager,
+    runId: string,
+    settled: { jobGroupId: number; status: StoredGroupStatus; state: JobGroupState }[],
+  ): Promise<void> {
+    if (settled.length === 0) return;
     await m.query(
-      `UPDATE job_groups SET state = $3 WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND state <> $3`,
-      [runId, groupIds, state],
+      `UPDATE job_groups g SET status = v.status, state = v.state
+         FROM unnest($2::int[], $3::text[], $4::text[]) AS v(id, status, state)
+        WHERE g.run_id = $1 AND g.job_group_id = v.id`,
+      [runId, settled.map((s) => s.jobGroupId), settled.map((s) => s.status), settled.map((s) => s.state)],
     );
+  }
+
+  /**
+   * Groups with their ancestors (deduplicated), as rows with their stored status: what a settle compares the
+   * groups' views with.
+   */
+  async withAncestors(m: EntityManager, runId: string, groupIds: number[]): Promise<JobGroup[]> {
+    if (groupIds.length === 0) return [];
+    return m
+      .getRepository(JobGroup)
+      .createQueryBuilder('g')
+      .where(
+        `g.run_id = :runId AND g.job_group_id IN (SELECT ancestor_id FROM job_group_self_and_ancestors
+           WHERE run_id = :runId AND job_group_id = ANY(:groupIds))`,
+        { runId, groupIds },
+      )
+      .orderBy('g.job_group_id')
+      .getMany();
   }
 
   async insertCancellation(
@@ -180,6 +220,17 @@ export class JobGroupsRepository {
       [runId, jobGroupId],
     );
     return rows.map((r) => r.id);
+  }
+
+  /** Each group's chain (itself first, then its ancestors up to 0), unlocked: closure rows never change. */
+  async chainsOf(m: EntityManager, runId: string, groupIds: number[]): Promise<Map<number, number[]>> {
+    if (groupIds.length === 0) return new Map();
+    const rows: { id: number; chain: number[] }[] = await m.query(
+      `SELECT job_group_id AS id, array_agg(ancestor_id ORDER BY level) AS chain FROM job_group_self_and_ancestors
+         WHERE run_id = $1 AND job_group_id = ANY($2::int[]) GROUP BY job_group_id`,
+      [runId, groupIds],
+    );
+    return new Map(rows.map((r) => [r.id, r.chain]));
   }
 
   /** The group and every descendant. */

@@ -2,35 +2,52 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { required } from '../../common/required';
-import { type Cancellation, cancelledJobOutcome, type JobOutcome, outcomeDelta } from '../lifecycle/outcomes';
+import {
+  ABORT_REASON,
+  type Cancellation,
+  cancelledJobOutcome,
+  type JobOutcome,
+  outcomeDelta,
+} from '../lifecycle/outcomes';
+import { counterToken } from './counter-tokens';
 import { MAX_DEPTH } from './dto/job-group.dto';
 import {
-  addTo,
-  completeIds,
-  effectiveCounts,
+  announced,
+  type GroupSettlement,
   type GroupStatusChange,
-  groupStatus,
-  type RootChange,
   type RootState,
-  statusChanges,
-  subtract,
+  toCancellation,
+  unsettled,
+  viewStatus,
 } from './group-counts';
 import { type GroupTreeRequest, planTree } from './group-tree';
 import { JobGroupCountersRepository } from './job-group-counters.repository';
-import type { ActiveDelta, ChainLevel, Counts, CountsDelta } from './job-group-rows';
+import type { ActiveDelta, ChainLevel, CountsDelta } from './job-group-rows';
 import { JobGroupsRepository } from './job-groups.repository';
 
 // Types other modules import from here (their module's public face), wherever in this module they are defined.
 export type { ActiveCounts, ActiveDelta, Counts } from './job-group-rows';
-export type { GroupStatusChange, GroupTreeRequest, RootChange, RootState };
+export type { GroupSettlement, GroupStatusChange, GroupTreeRequest, RootState };
+export { announced, unsettled };
 
-/** A group and its ancestors with their counters locked (deepest first), and the cancellation that applies, if any. */
+/**
+ * A group and its ancestors with their counter rows locked (deepest first: the transaction's token row at each level,
+ * all rows at the levels locked whole), and the cancellation that applies, if any.
+ */
 export interface Chain {
   runId: string;
   levels: ChainLevel[];
   cancellation: Cancellation | null;
   /** Reason of a cancellation of group 0 itself (a stopped run), if any. */
   stopReason: string | null;
+}
+
+/** The sum of two counts deltas. */
+function addCounts(a: CountsDelta, b: CountsDelta): CountsDelta {
+  const out: CountsDelta = { ...a };
+  for (const [k, v] of Object.entries(b) as [keyof CountsDelta, number | undefined][])
+    out[k] = (out[k] ?? 0) + (v ?? 0);
+  return out;
 }
 
 const groupCancelled = (id: number, c: Cancellation) =>
@@ -41,6 +58,11 @@ const groupCancelled = (id: number, c: Cancellation) =>
 /**
  * The job-group tree of a run: creation (closure rows written once), recursive counters, and cancellation that
  * writes O(depth) rows whatever the subtree holds. Methods taking an EntityManager run in the caller's transaction.
+ *
+ * Counters are spread over token rows (counter-tokens.ts): a transaction writes its deltas on its own token's rows,
+ * so no row is hot. What must be read whole is locked whole: the target of a cancellation (every job not yet
+ * counted is cancelled: nothing may be counted beside it) and, for a failure, the levels that fail fast (the Nth
+ * failure cancels, exactly once). Group and run statuses follow the commits (see settle, in RunStatusService).
  */
 @Injectable()
 export class JobGroupsService {
@@ -63,7 +85,8 @@ export class JobGroupsService {
 
   /**
    * Counts new jobs of a new run into their groups and every ancestor (`jobsPerGroup`: direct jobs per group), and
-   * the `pending` ones (waiting for parents) into the run's root.
+   * the `pending` ones (waiting for parents). Groups that now hold jobs record `running` at once: a new run's groups
+   * announce nothing.
    */
   async countNewJobs(
     m: EntityManager,
@@ -82,8 +105,12 @@ export class JobGroupsService {
         alwaysRun.set(a, (alwaysRun.get(a) ?? 0) + (alwaysRunPerGroup.get(g) ?? 0));
         pending.set(a, (pending.get(a) ?? 0) + (pendingPerGroup.get(g) ?? 0));
       }
-    await this.counters.addJobCounts(m, runId, recursive, alwaysRun, pending);
-    await this.groups.setState(m, runId, [...recursive.keys()], 'running');
+    await this.counters.addJobCounts(m, runId, counterToken(m), recursive, alwaysRun, pending);
+    await this.groups.setStatuses(
+      m,
+      runId,
+      [...recursive.keys()].map((jobGroupId) => ({ jobGroupId, status: 'running', state: 'running' })),
+    );
   }
 
   /** A new group under `parentId`; refused under a cancelled group and below depth 5. */
@@ -112,9 +139,9 @@ export class JobGroupsService {
     return id;
   }
 
-  /** Locks a group's chain; 404 when the group does not exist. */
-  async lockChain(m: EntityManager, runId: string, jobGroupId: number): Promise<Chain> {
-    const levels = await this.counters.lockChain(m, runId, jobGroupId);
+  /** Locks a group's chain (`exactIds`: levels locked whole); 404 when the group does not exist. */
+  async lockChain(m: EntityManager, runId: string, jobGroupId: number, exactIds: number[] = []): Promise<Chain> {
+    const levels = await this.counters.lockChain(m, runId, jobGroupId, counterToken(m), exactIds);
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     return this.withCancellations(m, runId, jobGroupId, levels);
   }
@@ -139,20 +166,24 @@ export class JobGroupsService {
     return chain;
   }
 
-  /**
-   * Counts `n` new jobs (`alwaysRun` and `pending` of them so) into a locked chain; returns the groups whose status
-   * changed (a complete one runs again).
-   */
-  async addJobs(m: EntityManager, chain: Chain, n: number, alwaysRun = 0, pending = 0): Promise<GroupStatusChange[]> {
+  /** Counts `n` new jobs (`alwaysRun` and `pending` of them so) into a locked chain. */
+  async addJobs(m: EntityManager, chain: Chain, n: number, alwaysRun = 0, pending = 0): Promise<void> {
     const ids = chain.levels.map((l) => l.jobGroupId);
-    await this.counters.addCounts(m, chain.runId, ids, { nJobs: n, nAlwaysRunOpen: alwaysRun }, pending);
-    await this.groups.setState(m, chain.runId, ids, 'running');
-    return statusChanges(chain.levels.map((l) => ({ jobGroupId: l.jobGroupId, before: l, after: addTo(l, n) })));
+    await this.counters.addCounts(
+      m,
+      chain.runId,
+      ids,
+      counterToken(m),
+      { nJobs: n, nAlwaysRunOpen: alwaysRun },
+      pending,
+    );
   }
 
   /**
    * A job's final outcome: locks its chain and counts the outcome in the same statement unless a group above it is
-   * cancelled (then the cancellation counted it already), then marks complete groups and applies fail-fast.
+   * cancelled (then the cancellation counted it already), then applies fail-fast. A failure locks the levels that
+   * fail fast whole, so their failure counts are exact: the Nth failure cancels, in this transaction, once.
+   * Returns whether it was counted and the fail-fast cancellations it made.
    */
   async countOutcome(
     m: EntityManager,
@@ -161,45 +192,161 @@ export class JobGroupsService {
     outcome: JobOutcome,
     active: ActiveDelta,
     alwaysRun = false,
-  ): Promise<{
-    counted: boolean;
-    root: RootChange;
-    cancellations: Cancellation[];
-    statusChanges: GroupStatusChange[];
-  }> {
+  ): Promise<{ counted: boolean; cancellations: Cancellation[] }> {
     const delta = { ...outcomeDelta(outcome), nAlwaysRunOpen: alwaysRun ? -1 : 0 };
-    const { levels, counted } = await this.counters.lockChainAndCount(m, runId, jobGroupId, delta, active);
-    if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
-    const chain = await this.withCancellations(m, runId, jobGroupId, levels);
-    if (!counted && alwaysRun) {
-      const spared = await this.countSpared(m, chain, delta, active);
-      if (spared) return spared;
-    }
-    const root = levels[levels.length - 1];
-    const before = { counts: subtract(root, counted ? delta : {}, active), stopReason: chain.stopReason };
-    if (!counted) return { counted, root: { before, after: this.rootOf(chain) }, cancellations: [], statusChanges: [] };
-    // The chain before this outcome (none of its levels was cancelled, or it would not have been counted).
-    const beforeLevels = levels.map((l) => ({ jobGroupId: l.jobGroupId, counts: subtract(l, delta, {}) }));
-    const done = await this.afterCounting(m, chain, levels, outcome);
-    const changes = statusChanges(
-      levels.map((l, i) => ({
-        jobGroupId: l.jobGroupId,
-        before: beforeLevels[i].counts,
-        after: l,
-        // Fail-fast cancelled the level at `cancelledUpTo` and so every level below it in the chain.
-        cancelledAfter: i <= done.cancelledUpTo,
-      })),
+    const token = counterToken(m);
+    const failed = outcome === 'failed';
+    const { levels, counted } = await this.counters.lockChainAndCount(
+      m,
+      runId,
+      jobGroupId,
+      token,
+      delta,
+      active,
+      failed,
     );
-    return { counted, root: { before, after: done.root }, cancellations: done.cancellations, statusChanges: changes };
+    if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
+    if (!counted && alwaysRun) {
+      const chain = await this.withCancellations(m, runId, jobGroupId, levels);
+      return { counted: await this.countSpared(m, chain, delta), cancellations: [] };
+    }
+    if (!counted || !failed) return { counted, cancellations: [] };
+    return { counted, cancellations: await this.failFast(m, runId, levels) };
+  }
+
+  /**
+   * Final outcomes of several jobs of one run, counted together (one transaction): each job's outcome goes into
+   * every level of its chain on the transaction's token rows, unless a level of its chain is cancelled (that
+   * cancellation counted it already); the run's active counts move by `active` either way. With failures, the levels
+   * that fail fast are locked whole and cancelled where their failures reach the threshold, once (failures in the
+   * same call count together, then the threshold is checked). Returns which of `jobs` were not counted (by index),
+   * and the fail-fast cancellations made. A lone chain is locked and counted in one statement.
+   */
+  async countOutcomes(
+    m: EntityManager,
+    runId: string,
+    jobs: readonly { jobGroupId: number; outcome: JobOutcome; alwaysRun: boolean }[],
+    active: ActiveDelta,
+  ): Promise<{ uncounted: number[]; cancellations: Cancellation[] }> {
+    const groupIds = [...new Set(jobs.map((j) => j.jobGroupId))];
+    if (groupIds.length === 1) return this.countOneChain(m, runId, groupIds[0], jobs, active);
+    const token = counterToken(m);
+    const failed = jobs.some((j) => j.outcome === 'failed');
+    const rows = await this.counters.lockChains(m, runId, groupIds, token, failed);
+    const cancelledBelow = new Set(rows.filter((r) => r.cancelled).flatMap((r) => r.below));
+    const perLevel = new Map<number, CountsDelta>();
+    let uncounted: number[] = [];
+    const chainOf = (g: number) => [...new Set(rows.filter((r) => r.below.includes(g)).map((r) => r.jobGroupId))];
+    jobs.forEach((j, i) => {
+      if (cancelledBelow.has(j.jobGroupId)) return void uncounted.push(i);
+      const d = { ...outcomeDelta(j.outcome), nAlwaysRunOpen: j.alwaysRun ? -1 : 0 };
+      for (const level of chainOf(j.jobGroupId)) perLevel.set(level, addCounts(perLevel.get(level) ?? {}, d));
+    });
+    if (rows.every((r) => r.jobGroupId !== 0)) throw notFound(`job groups ${groupIds.join(', ')}`);
+    await this.counters.addLevelCounts(m, runId, token, perLevel, active);
+    uncounted = await this.countSparedAll(m, runId, jobs, uncounted);
+    if (!failed) return { uncounted, cancellations: [] };
+    // Fail-fast on the levels locked whole (their sums, with what this call added), deepest first.
+    const cancellations: Cancellation[] = [];
+    const depthOf = new Map(rows.map((r) => [r.jobGroupId, r.level]));
+    const whole = [...new Set(rows.filter((r) => r.cancelAfterNFailures !== null).map((r) => r.jobGroupId))];
+    whole.sort((a, b) => (depthOf.get(b) ?? 0) - (depthOf.get(a) ?? 0));
+    for (const g of whole) {
+      const mine = rows.filter((r) => r.jobGroupId === g);
+      const n = mine[0].cancelAfterNFailures ?? 0;
+      const failures = mine.reduce((sum, r) => sum + r.nFailed, 0) + (perLevel.get(g)?.nFailed ?? 0);
+      if (failures < n || mine.some((r) => r.cancelled)) continue;
+      // Every row of this level and its ancestors' token rows are held already: no wait, no new lock order.
+      const chain = await this.lockChain(m, runId, g, [g]);
+      if (chain.cancellation) continue;
+      cancellations.push((await this.cancelLocked(m, runId, chain.levels, 'system', 'fail_fast')).cancellation);
+    }
+    return { uncounted, cancellations };
+  }
+
+  /** countOutcomes for jobs of one group: its chain locked and their outcomes counted in one statement. */
+  private async countOneChain(
+    m: EntityManager,
+    runId: string,
+    jobGroupId: number,
+    jobs: readonly { outcome: JobOutcome; alwaysRun: boolean }[],
+    active: ActiveDelta,
+  ): Promise<{ uncounted: number[]; cancellations: Cancellation[] }> {
+    let delta: CountsDelta = {};
+    for (const j of jobs)
+      delta = addCounts(delta, { ...outcomeDelta(j.outcome), nAlwaysRunOpen: j.alwaysRun ? -1 : 0 });
+    const failed = jobs.some((j) => j.outcome === 'failed');
+    const { levels, counted } = await this.counters.lockChainAndCount(
+      m,
+      runId,
+      jobGroupId,
+      counterToken(m),
+      delta,
+      active,
+      failed,
+    );
+    if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
+    if (!counted) {
+      const all = jobs.map((j) => ({ ...j, jobGroupId }));
+      return { uncounted: await this.countSparedAll(m, runId, all, [...all.keys()]), cancellations: [] };
+    }
+    return { uncounted: [], cancellations: failed ? await this.failFast(m, runId, levels) : [] };
+  }
+
+  /**
+   * Of the jobs not counted (`uncounted`: indexes in `jobs`), the always_run ones a cancellation left running are
+   * counted now where no abort stopped them (countSpared). Returns those still not counted.
+   */
+  private async countSparedAll(
+    m: EntityManager,
+    runId: string,
+    jobs: readonly { jobGroupId: number; outcome: JobOutcome; alwaysRun: boolean }[],
+    uncounted: readonly number[],
+  ): Promise<number[]> {
+    const still: number[] = [];
+    for (const i of uncounted) {
+      const j = jobs[i];
+      const spared =
+        j.alwaysRun &&
+        (await this.countSpared(m, await this.lockChain(m, runId, j.jobGroupId), {
+          ...outcomeDelta(j.outcome),
+          nAlwaysRunOpen: -1,
+        }));
+      if (!spared) still.push(i);
+    }
+    return still;
+  }
+
+  /**
+   * Fail-fast after a failure was counted into `levels` (locked; those that fail fast locked whole, their sums
+   * current): the deepest level at its threshold is cancelled, then each ancestor at its own (the earlier
+   * cancellation counted its jobs into them).
+   */
+  private async failFast(m: EntityManager, runId: string, levels: ChainLevel[]): Promise<Cancellation[]> {
+    const made: Cancellation[] = [];
+    for (let i = 0; i < levels.length; i++) {
+      const l = levels[i];
+      if (l.cancelAfterNFailures === null || !l.exact || l.exact.nFailed < l.cancelAfterNFailures) continue;
+      const { cancellation, counted } = await this.cancelLocked(m, runId, levels.slice(i), 'system', 'fail_fast');
+      made.push(cancellation);
+      for (const above of levels.slice(i + 1))
+        if (above.exact) {
+          above.exact.nCompleted += counted.nCompleted ?? 0;
+          above.exact.nCancelled += counted.nCancelled ?? 0;
+          above.exact.nAborted += counted.nAborted ?? 0;
+          above.exact.nAlwaysRunOpen = (above.exact.nAlwaysRunOpen ?? 0) + (counted.nAlwaysRunOpen ?? 0);
+        }
+    }
+    return made;
   }
 
   /**
    * Counts jobs that a parent's failure ended (`perGroup`: direct jobs per group) as cancelled outcomes, and moves
    * the pending counts of the groups whose jobs left `pending` (`leftPending`: direct jobs per group, ended or
-   * released): locks the counters of those groups, their ancestors and `alsoLock` (the finishing parent's chain,
-   * counted right after) in one total order, leaves out ended jobs under a cancelled group (its cancellation counted
-   * them already), marks the groups that completed. Returns those left-out groups and the groups whose status
-   * changed. The root's pending count is left to the caller's write of the root (locked last).
+   * released): locks the transaction's rows of those groups, their ancestors and `alsoLock` (the finishing
+   * parent's chain, counted right after; with `failuresNext`, failures: the fail-fast levels locked whole) in one
+   * total order, leaves out ended jobs under a cancelled group (its cancellation counted them already). Returns
+   * those left-out groups. The root's pending count is left to the caller's write of the root (locked last).
    */
   async countCascaded(
     m: EntityManager,
@@ -207,15 +354,19 @@ export class JobGroupsService {
     perGroup: Map<number, number>,
     alsoLock: number[],
     leftPending: Map<number, number> = new Map(),
-  ): Promise<{ uncountedGroups: number[]; statusChanges: GroupStatusChange[] }> {
+    failuresNext = false,
+  ): Promise<{ uncountedGroups: number[] }> {
     // Only pending moves (no job ended): the root's share is the caller's, in its own write of the root.
     const withRoot = perGroup.size > 0;
-    if (!withRoot && [...leftPending.keys()].every((g) => g === 0)) return { uncountedGroups: [], statusChanges: [] };
+    if (!withRoot && [...leftPending.keys()].every((g) => g === 0)) return { uncountedGroups: [] };
+    const token = counterToken(m);
     const { rows, closure } = await this.counters.lockGroups(
       m,
       runId,
       [...new Set([...perGroup.keys(), ...leftPending.keys(), ...alsoLock])],
+      token,
       withRoot,
+      failuresNext,
     );
     const cancelled = new Set(rows.filter((r) => r.cancelled).map((r) => r.jobGroupId));
     const uncounted = new Set<number>();
@@ -233,118 +384,27 @@ export class JobGroupsService {
       const left = leftPending.get(c.jobGroupId);
       if (left !== undefined && c.ancestorId !== 0) at(c.ancestorId).pending -= left;
     }
-    // Rows whose only move is their pending count changed no status.
-    const updated = (await this.counters.addCascadeCounts(m, runId, increments)).filter(
-      (u) => (increments.get(u.jobGroupId)?.cancelled ?? 0) > 0,
-    );
-    await this.groups.setState(m, runId, completeIds(updated), 'complete');
-    const before = new Map(rows.map((r) => [r.jobGroupId, r]));
-    const changes = statusChanges(
-      updated.map((u) => ({
-        jobGroupId: u.jobGroupId,
-        before: required(before.get(u.jobGroupId), `the locked counters of group ${u.jobGroupId}`),
-        after: u,
-      })),
-    );
-    return { uncountedGroups: [...uncounted], statusChanges: changes };
+    await this.counters.addCascadeCounts(m, runId, token, increments);
+    return { uncountedGroups: [...uncounted] };
   }
 
   /**
    * An always_run job's outcome under a cancellation (chain locked, nothing counted yet): the cancellation left it
-   * out of what it counted unless it was an abort, so it is counted now into every level. Null under an abort (the
+   * out of what it counted unless it was an abort, so it is counted now into every level. False under an abort (the
    * abort counted it). No fail-fast: the chain is cancelled already.
    */
-  private async countSpared(
-    m: EntityManager,
-    chain: Chain,
-    delta: CountsDelta,
-    active: ActiveDelta,
-  ): Promise<{
-    counted: boolean;
-    root: RootChange;
-    cancellations: Cancellation[];
-    statusChanges: GroupStatusChange[];
-  } | null> {
+  private async countSpared(m: EntityManager, chain: Chain, delta: CountsDelta): Promise<boolean> {
     const all = await this.groups.chainCancellations(chain.runId, chain.levels[0].jobGroupId, m);
-    if (all.some((c) => cancelledJobOutcome(c).status === 'aborted')) return null;
+    if (all.some((c) => cancelledJobOutcome(c).status === 'aborted')) return false;
     const ids = chain.levels.map((l) => l.jobGroupId);
-    const updated = await this.counters.addCounts(m, chain.runId, ids, delta);
-    const after = new Map(updated.map((u) => [u.jobGroupId, u]));
-    // A level is under the cancellation when it or a level above it (later in the chain) is cancelled.
-    const under = chain.levels.map((_, i) => chain.levels.slice(i).some((l) => l.cancelled));
-    const changes: GroupStatusChange[] = [];
-    chain.levels.forEach((l, i) => {
-      const now = required(after.get(l.jobGroupId), `the counters of group ${l.jobGroupId}`);
-      const was = groupStatus(effectiveCounts(l, under[i]), under[i]);
-      const is = groupStatus(effectiveCounts(now, under[i]), under[i]);
-      if (was !== is) changes.push({ jobGroupId: l.jobGroupId, status: is });
-    });
-    await this.groups.setState(m, chain.runId, completeIds(updated), 'complete');
-    const root = chain.levels[chain.levels.length - 1];
-    const rootAfter = { ...root, ...required(after.get(root.jobGroupId), 'the root counters') };
-    return {
-      counted: true,
-      root: {
-        before: { counts: subtract(rootAfter, delta, active), stopReason: chain.stopReason },
-        after: { counts: rootAfter, stopReason: chain.stopReason },
-      },
-      cancellations: [],
-      statusChanges: changes,
-    };
+    await this.counters.addCounts(m, chain.runId, ids, counterToken(m), delta);
+    return true;
   }
 
-  /** Moves the run's active counts on its root's counters row (locking it, if the caller hasn't yet). */
-  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<RootChange> {
-    const row = await this.counters.moveActive(m, runId, d);
-    // A stopped run is rare: only then is the reason looked up.
-    const stopReason = row.cancelled ? ((await this.groups.chainCancellations(runId, 0, m))[0]?.reason ?? null) : null;
-    return { before: { counts: subtract(row, {}, d), stopReason }, after: { counts: row, stopReason } };
-  }
-
-  /** After an outcome was counted into `levels` (current counts): complete groups, fail-fast, the root's state. */
-  private async afterCounting(
-    m: EntityManager,
-    chain: Chain,
-    levels: ChainLevel[],
-    outcome: JobOutcome,
-  ): Promise<{ cancellations: Cancellation[]; root: RootState; cancelledUpTo: number }> {
-    await this.groups.setState(m, chain.runId, completeIds(levels), 'complete');
-    const made: Cancellation[] = [];
-    let cancelledUpTo = -1;
-    if (outcome === 'failed') {
-      for (let i = 0; i < levels.length; i++) {
-        const l = levels[i];
-        if (l.cancelAfterNFailures === null || l.nFailed < l.cancelAfterNFailures) continue;
-        const { cancellation, updated } = await this.cancelLocked(
-          m,
-          chain.runId,
-          levels.slice(i),
-          'system',
-          'fail_fast',
-        );
-        made.push(cancellation);
-        cancelledUpTo = i;
-        for (const u of updated)
-          Object.assign(
-            required(
-              levels.find((x) => x.jobGroupId === u.jobGroupId),
-              `group ${u.jobGroupId} in the locked chain`,
-            ),
-            u,
-          );
-      }
-    }
-    const stop = made.find((c) => c.jobGroupId === 0);
-    return {
-      cancellations: made,
-      root: { counts: { ...levels[levels.length - 1] }, stopReason: stop?.reason ?? chain.stopReason },
-      cancelledUpTo,
-    };
-  }
-
-  /** The root's state as a locked chain holds it (the chain's last level is group 0, locked and current). */
-  private rootOf(chain: Chain): RootState {
-    return { counts: { ...chain.levels[chain.levels.length - 1] }, stopReason: chain.stopReason };
+  /** Moves the run's active counts (on the root's row of the transaction's token). */
+  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<void> {
+    if (!d.nProvisioning && !d.nRunning && !d.nRetrying && !d.nPending) return;
+    await this.counters.moveActive(m, runId, counterToken(m), d);
   }
 
   /**
@@ -357,17 +417,10 @@ export class JobGroupsService {
     jobGroupId: number,
     by: string,
     reason: string,
-  ): Promise<{ cancellation: Cancellation; created: boolean; statusChanges: GroupStatusChange[] }> {
-    const chain = await this.lockChain(m, runId, jobGroupId);
-    if (chain.cancellation) return { cancellation: chain.cancellation, created: false, statusChanges: [] };
-    const { cancellation, updated } = await this.cancelLocked(m, runId, chain.levels, by, reason);
-    // The cancelled group's own change is the cancellation; its ancestors may have completed with it.
-    const ancestors = chain.levels.slice(1).map((l) => ({
-      jobGroupId: l.jobGroupId,
-      before: l,
-      after: updated.find((u) => u.jobGroupId === l.jobGroupId) ?? l,
-    }));
-    return { cancellation, created: true, statusChanges: statusChanges(ancestors) };
+  ): Promise<{ cancellation: Cancellation; created: boolean }> {
+    const chain = await this.lockChain(m, runId, jobGroupId, [jobGroupId]);
+    if (chain.cancellation) return { cancellation: chain.cancellation, created: false };
+    return { cancellation: (await this.cancelLocked(m, runId, chain.levels, by, reason)).cancellation, created: true };
   }
 
   /**
@@ -380,37 +433,79 @@ export class JobGroupsService {
     by: string,
     reason: string,
   ): Promise<{ cancellation: Cancellation; created: boolean } | null> {
-    const chain = await this.lockChain(m, runId, 0);
+    const chain = await this.lockChain(m, runId, 0, [0]);
     if (chain.cancellation) return { cancellation: chain.cancellation, created: false };
-    const root = chain.levels[0];
+    const root = required(chain.levels[0].exact, 'the root counters, locked whole');
     if (root.nJobs > 0 && root.nCompleted === root.nJobs) return null;
     return { cancellation: (await this.cancelLocked(m, runId, chain.levels, by, reason)).cancellation, created: true };
   }
 
-  /** `levels` starts at the group to cancel, counters locked and current. Jobs not yet counted become cancelled. */
+  /**
+   * `levels` starts at the group to cancel, locked whole (its sums current), then its ancestors (the transaction's
+   * rows locked). Jobs not yet counted become cancelled: counted on the transaction's rows of every level.
+   */
   private async cancelLocked(
     m: EntityManager,
     runId: string,
     levels: ChainLevel[],
     by: string,
     reason: string,
-  ): Promise<{ cancellation: Cancellation; updated: (Counts & { jobGroupId: number })[] }> {
-    const target = levels[0];
-    const cancellation = await this.groups.insertCancellation(m, runId, target.jobGroupId, by, reason);
-    await this.counters.markCancelled(m, runId, target.jobGroupId);
+  ): Promise<{ cancellation: Cancellation; counted: CountsDelta }> {
+    const target = required(levels[0].exact, `the counters of group ${levels[0].jobGroupId}, locked whole`);
+    const cancellation = await this.groups.insertCancellation(m, runId, levels[0].jobGroupId, by, reason);
+    await this.counters.markCancelled(m, runId, levels[0].jobGroupId);
     // always_run jobs go on running (and are counted when they finish) unless this is an abort, which stops them.
     const abort = cancelledJobOutcome(cancellation).status === 'aborted';
     const open = target.nAlwaysRunOpen ?? 0;
     const k = target.nJobs - target.nCompleted - (abort ? 0 : open);
-    if (k === 0) return { cancellation, updated: [] };
-    const updated = await this.counters.addCounts(
+    if (k === 0) return { cancellation, counted: {} };
+    const counted = { nCompleted: k, nCancelled: k, nAborted: abort ? k : 0, nAlwaysRunOpen: abort ? -open : 0 };
+    await this.counters.addCounts(
       m,
       runId,
       levels.map((l) => l.jobGroupId),
-      { nCompleted: k, nCancelled: k, nAborted: abort ? k : 0, nAlwaysRunOpen: abort ? -open : 0 },
+      counterToken(m),
+      counted,
     );
-    await this.groups.setState(m, runId, completeIds(updated), 'complete');
-    return { cancellation, updated };
+    return { cancellation, counted };
+  }
+
+  /**
+   * What a settle compares, for each run of `work` (runs, each with groups of it): the run's root state (its
+   * counters summed and its stop), and each group asked and every ancestor as its view shows it now against what it
+   * last recorded. Read in one statement (one snapshot of `m`), without a lock: see RunStatusService's settle.
+   */
+  async settleInputs(
+    m: EntityManager,
+    work: ReadonlyMap<string, ReadonlySet<number>>,
+  ): Promise<Map<string, { root: RootState; groups: GroupSettlement[] }>> {
+    const asked = [...work].flatMap(([runId, groups]) => [0, ...groups].map((jobGroupId) => ({ runId, jobGroupId })));
+    const out = new Map<string, { root: RootState; groups: GroupSettlement[] }>();
+    for (const r of await this.counters.settleInputs(m, asked, ABORT_REASON)) {
+      let run = out.get(r.runId);
+      if (r.jobGroupId === 0) {
+        const root = { counts: r, stopReason: r.stopReason };
+        if (run) run.root = root;
+        else out.set(r.runId, (run = { root, groups: [] }));
+      } else if (!run) out.set(r.runId, (run = { root: { counts: r, stopReason: null }, groups: [] }));
+      const spareAlwaysRun = !r.aborted;
+      run.groups.push({
+        jobGroupId: r.jobGroupId,
+        stored: { status: r.status, state: r.state },
+        now: viewStatus(r, r.cancelled, spareAlwaysRun),
+        explained: r.cancelled,
+      });
+    }
+    return out;
+  }
+
+  /** Records what settlements found (status and state), in the caller's transaction. */
+  async recordSettled(m: EntityManager, runId: string, settled: readonly GroupSettlement[]): Promise<void> {
+    await this.groups.setStatuses(
+      m,
+      runId,
+      settled.map((s) => ({ jobGroupId: s.jobGroupId, ...s.now })),
+    );
   }
 
   /** Cancellations whose queued submissions are not all terminated yet, oldest first. */
@@ -422,3 +517,5 @@ export class JobGroupsService {
     return this.groups.markSwept(m, runId, jobGroupId);
   }
 }
+
+export { toCancellation };

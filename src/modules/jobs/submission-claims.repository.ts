@@ -136,6 +136,73 @@ export class SubmissionClaimsRepository {
   }
 
   /**
+   * Starts attempts, set-based: each submission and its job `running`, a fresh lease, its provisioning data where
+   * given and its deadline from the job's max_duration_s (rows already locked). Returns each lease's end and the
+   * job spec's requested resources (what billing pins), read by the same statement.
+   */
+  async setRunningAll(
+    m: EntityManager,
+    items: readonly { id: string; jobId: string; provisioningData: Record<string, unknown> | null }[],
+    leaseSeconds: number,
+  ): Promise<{ id: string; leaseExpiresAt: Date; resources: RequestedResources }[]> {
+    if (items.length === 0) return [];
+    return preparedQuery(
+      m,
+      'lifecycle_set_running_all',
+      `WITH v AS (
+         SELECT v.id, v.job_id, v.provisioning_data, j.spec
+           FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS v(id, job_id, provisioning_data)
+           JOIN jobs j ON j.id = v.job_id
+       ), started AS (
+         UPDATE job_submissions s SET status = $5, started_at = now(), last_heartbeat_at = now(),
+                lease_expires_at = now() + make_interval(secs => $4),
+                provisioning_data = coalesce(v.provisioning_data::json, s.provisioning_data),
+                deadline_at = now() + make_interval(secs => (v.spec->>'max_duration_s')::float8)
+           FROM v WHERE s.id = v.id
+      RETURNING s.id, s.lease_expires_at
+       ), jobs_started AS (
+         UPDATE jobs j SET status = $5 FROM v WHERE j.id = v.job_id
+       )
+       SELECT st.id, st.lease_expires_at AS "leaseExpiresAt", v.spec->'resources' AS resources
+         FROM started st JOIN v ON v.id = st.id`,
+      [
+        items.map((i) => i.id),
+        items.map((i) => i.jobId),
+        items.map((i) => (i.provisioningData === null ? null : JSON.stringify(i.provisioningData))),
+        leaseSeconds,
+        STARTED,
+      ],
+    );
+  }
+
+  /**
+   * Heartbeats, set-based: each held submission gets a new lease and its `runtime_data` where given (rows already
+   * locked). Returns each new lease's end.
+   */
+  async heartbeatAll(
+    m: EntityManager,
+    items: readonly { id: string; runtimeData: Record<string, unknown> | null }[],
+    leaseSeconds: number,
+  ): Promise<Map<string, Date>> {
+    if (items.length === 0) return new Map();
+    const rows = await preparedQuery<{ id: string; leaseExpiresAt: Date }>(
+      m,
+      'lifecycle_heartbeat_all',
+      `UPDATE job_submissions s SET last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $3),
+              runtime_data = coalesce(v.runtime_data::json, s.runtime_data)
+         FROM unnest($1::uuid[], $2::text[]) AS v(id, runtime_data)
+        WHERE s.id = v.id
+       RETURNING s.id, s.lease_expires_at AS "leaseExpiresAt"`,
+      [
+        items.map((i) => i.id),
+        items.map((i) => (i.runtimeData === null ? null : JSON.stringify(i.runtimeData))),
+        leaseSeconds,
+      ],
+    );
+    return new Map(rows.map((r) => [r.id, r.leaseExpiresAt]));
+  }
+
+  /**
    * Starts the attempt: submission and job `running`, a fresh lease. Returns the lease's end and the job spec's
    * requested resources (what billing pins), read by the same statement.
    */

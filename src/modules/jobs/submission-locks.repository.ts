@@ -76,6 +76,28 @@ export class SubmissionLocksRepository {
     return rows.length === 0 ? null : splitLocked(rows[0]);
   }
 
+  /**
+   * Many submissions with their jobs, locked in one round trip in submission id order (each submission, then its
+   * job, as lockWithJob); unknown ids are left out. Two batches lock their rows in one order.
+   */
+  async lockWithJobs(
+    m: EntityManager,
+    ids: string[],
+  ): Promise<Map<string, { submission: SubmissionFacts; job: JobFacts }>> {
+    if (ids.length === 0) return new Map();
+    const rows = await preparedQuery<LockedRow>(
+      m,
+      'lifecycle_lock_submissions_with_jobs',
+      `SELECT ${SUBMISSION_FACTS}, ${JOB_FACTS}
+         FROM job_submissions s JOIN jobs j ON j.id = s.job_id
+        WHERE s.id = ANY($1::uuid[])
+        ORDER BY s.id
+          FOR UPDATE OF s, j`,
+      [ids],
+    );
+    return new Map(rows.map((r) => [r.id, splitLocked(r)]));
+  }
+
   /** Which of the given jobs are always_run. */
   async alwaysRunJobs(m: EntityManager, jobIds: string[]): Promise<Set<string>> {
     if (jobIds.length === 0) return new Set();

@@ -72,6 +72,54 @@ export class SubmissionsRepository {
     return { ...splitLocked(row), finished };
   }
 
+  /**
+   * Final attempts, set-based: each submission finished (and its `runtime_data` stored where given) and its job's
+   * facts following it, the job counted (`completion_counted`: see markUncounted for the rare job a cancellation
+   * counted instead). Rows already locked. One statement.
+   */
+  async finishAllWithJobs(
+    m: EntityManager,
+    items: readonly {
+      id: string;
+      jobId: string;
+      status: SubmissionStatus;
+      reason: string;
+      exitStatus: number | null;
+      runtimeData: Record<string, unknown> | null;
+    }[],
+  ): Promise<void> {
+    if (items.length === 0) return;
+    await preparedQuery(
+      m,
+      'lifecycle_finish_all_with_jobs',
+      `WITH v AS (
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::int[], $6::text[])
+           AS v(id, job_id, status, reason, exit_status, runtime_data)
+       ), finished AS (
+         UPDATE job_submissions s
+            SET status = v.status, termination_reason = v.reason, exit_status = v.exit_status, finished_at = now(),
+                lease_expires_at = NULL, runtime_data = coalesce(v.runtime_data::json, s.runtime_data)
+           FROM v WHERE s.id = v.id
+       )
+       UPDATE jobs j SET status = v.status, termination_reason = v.reason, completion_counted = true
+         FROM v WHERE j.id = v.job_id`,
+      [
+        items.map((i) => i.id),
+        items.map((i) => i.jobId),
+        items.map((i) => i.status),
+        items.map((i) => i.reason),
+        items.map((i) => i.exitStatus),
+        items.map((i) => (i.runtimeData === null ? null : JSON.stringify(i.runtimeData))),
+      ],
+    );
+  }
+
+  /** Jobs a cancellation counted before their own outcome arrived: not counted by that outcome after all. */
+  async markUncounted(m: EntityManager, jobIds: string[]): Promise<void> {
+    if (jobIds.length === 0) return;
+    await m.query(`UPDATE jobs SET completion_counted = false WHERE id = ANY($1::uuid[])`, [jobIds]);
+  }
+
   async finishSubmission(
     m: EntityManager,
     id: string,

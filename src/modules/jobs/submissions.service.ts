@@ -58,6 +58,53 @@ export class SubmissionsService {
     return this.locks.lockWithJob(m, submissionId);
   }
 
+  /** Many submissions with their jobs, locked in one round trip in submission id order (unknown ids left out). */
+  lockWithJobs(
+    m: EntityManager,
+    submissionIds: string[],
+  ): Promise<Map<string, { submission: SubmissionFacts; job: JobFacts }>> {
+    return this.locks.lockWithJobs(m, submissionIds);
+  }
+
+  /** Starts attempts (rows locked): each lease's end and its job's requested resources, by submission id. */
+  async startAll(
+    m: EntityManager,
+    items: readonly { id: string; jobId: string; provisioningData: Record<string, unknown> | null }[],
+    leaseSeconds: number,
+  ): Promise<Map<string, { leaseExpiresAt: Date; resources: RequestedResources }>> {
+    const rows = await this.claims.setRunningAll(m, items, leaseSeconds);
+    return new Map(rows.map((r) => [r.id, { leaseExpiresAt: r.leaseExpiresAt, resources: r.resources }]));
+  }
+
+  /** Heartbeats (rows locked): new leases and runtime data where sent; each lease's end by id. */
+  heartbeatAll(
+    m: EntityManager,
+    items: readonly { id: string; runtimeData: Record<string, unknown> | null }[],
+    leaseSeconds: number,
+  ): Promise<Map<string, Date>> {
+    return this.claims.heartbeatAll(m, items, leaseSeconds);
+  }
+
+  /** Final attempts (rows locked): submissions and their jobs finished, the jobs counted, in one statement. */
+  finishAllWithJobs(
+    m: EntityManager,
+    items: readonly {
+      id: string;
+      jobId: string;
+      status: SubmissionStatus;
+      reason: string;
+      exitStatus: number | null;
+      runtimeData: Record<string, unknown> | null;
+    }[],
+  ): Promise<void> {
+    return this.subs.finishAllWithJobs(m, items);
+  }
+
+  /** Jobs a cancellation counted before their own outcome arrived. */
+  markUncounted(m: EntityManager, jobIds: string[]): Promise<void> {
+    return this.subs.markUncounted(m, jobIds);
+  }
+
   /**
    * A final report's common case in one round trip: if `holder` (worker id and account) holds the submission, its
    * status is one of `fromStatuses` and it is the job's latest, both are finished (the job counted); else nothing

@@ -72,7 +72,6 @@ export class ClaimsService {
     const { claimed, runNames } = await this.tx.run(async (m) => {
       const { picked, doomed } = await this.pick(m, cap, limit, containers);
       const deltas = new Map<string, ActiveDelta>();
-      const refresh = new Set<string>();
       const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
       for (const { candidate: c, cancellation } of doomed) {
         // Queued under a cancelled group: finish it here rather than hand it out (the sweep would, later).
@@ -96,7 +95,6 @@ export class ClaimsService {
           done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
         );
         bump(c.runId, cascade.pending);
-        if (cascade.counted) refresh.add(c.runId);
       }
       for (const c of picked)
         bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
@@ -114,7 +112,6 @@ export class ClaimsService {
           required(deltas.get(runId), `the active-count delta of run ${runId}`),
         );
       }
-      for (const runId of [...refresh].sort()) await this.runStatus.refreshStatus(m, runId);
       await this.events.jobs(m, rows, 'provisioning');
       const names =
         rows.length > 0

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { DependenciesService } from '../jobs/dependencies.service';
+import { RunStatusService } from '../runs/run-status.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type { ActiveDelta } from './outcomes';
 import type { SubmissionStatus } from './vocabulary';
@@ -26,11 +27,13 @@ export class DependencyRelease {
     private readonly deps: DependenciesService,
     private readonly groups: JobGroupsService,
     private readonly events: LifecycleEvents,
+    private readonly runStatus: RunStatusService,
   ) {}
 
   /**
    * `finished` are jobs of run `runId` now in their final status. `alsoLock` are groups whose chain the caller
-   * counts right after (the parent's own), locked here in the same order when the cascade locks counters.
+   * counts right after (the parents' own), locked here in the same order when the cascade locks counters
+   * (`failuresNext`: failures among them, whose fail-fast levels are then locked whole here).
    * Returns whether the cascade counted outcomes into the run's groups (the run's status may have changed), and the
    * move of the run's pending count (jobs released or ended left `pending`), for the caller's next write of the
    * run's root counters (LOCK_ORDER: the root is locked last).
@@ -40,6 +43,7 @@ export class DependencyRelease {
     runId: string,
     finished: readonly FinalJob[],
     alsoLock: number[] = [],
+    failuresNext = false,
   ): Promise<{ counted: boolean; pending: ActiveDelta }> {
     if (finished.length === 0) return { counted: false, pending: {} };
     const failed = finished.filter((f) => f.status !== 'done').map((f) => f.jobId);
@@ -56,7 +60,7 @@ export class DependencyRelease {
     const leftPending = new Map<number, number>();
     for (const d of doomed) perGroup.set(d.jobGroupId, (perGroup.get(d.jobGroupId) ?? 0) + 1);
     for (const j of [...doomed, ...released]) leftPending.set(j.jobGroupId, (leftPending.get(j.jobGroupId) ?? 0) + 1);
-    const result = await this.groups.countCascaded(m, runId, perGroup, alsoLock, leftPending);
+    const result = await this.groups.countCascaded(m, runId, perGroup, alsoLock, leftPending, failuresNext);
     let counted = false;
     if (doomed.length > 0) {
       await this.deps.endDoomed(
@@ -64,8 +68,9 @@ export class DependencyRelease {
         doomed.map((d) => d.jobId),
         result.uncountedGroups,
       );
-      await this.events.counted(m, runId, { statusChanges: result.statusChanges, cancellations: [] });
       counted = doomed.some((d) => !result.uncountedGroups.includes(d.jobGroupId));
+      // The ended jobs' groups may have failed or completed: their statuses follow the commit.
+      if (counted) this.runStatus.settleAfterCommit(m, runId, [...perGroup.keys()]);
     }
     await this.events.jobs(m, released, 'submitted');
     return { counted, pending: { nPending: -(doomed.length + released.length) } };

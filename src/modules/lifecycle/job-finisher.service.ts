@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { BillingService } from '../billing/billing.service';
-import type { SubmissionRef } from '../events/event-types';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
@@ -11,15 +10,33 @@ import { DependencyRelease } from './dependency-release.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type { CompleteResult } from './lifecycle.types';
 import { type ActiveDelta, activeDelta, addDelta, OUTCOME_OF_STATUS, stopsAlwaysRun } from './outcomes';
+import type { RetryPolicy } from './retry-policy';
 import { shouldRetry } from './retry-policy';
 import { type FinishedStatus, isRetryableStatus, type SubmissionStatus } from './vocabulary';
 
+/** An attempt to end: its submission and job (both locked by the caller), how it ended, what its worker measured. */
+export interface FinishItem {
+  submission: SubmissionFacts;
+  job: JobFacts;
+  status: SubmissionStatus;
+  reason: string;
+  exitStatus: number | null;
+  runtimeData: Record<string, unknown> | null;
+}
+
+const byRun = <T extends { submission: { runId: string } }>(items: readonly T[]): [string, T[]][] => {
+  const runs = new Map<string, T[]>();
+  for (const i of items) runs.set(i.submission.runId, [...(runs.get(i.submission.runId) ?? []), i]);
+  return [...runs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+};
+
 /**
- * How a submission's attempt ends, for every path that ends one (a worker's report, a lapsed lease, the time
- * limit): `close` first (billing, and the attempt's event), then retried under the run's policy, or the job's final
- * outcome counted into its group chain and the run's status re-derived. Called inside the caller's transaction with
- * the submission and job rows locked (LOCK_ORDER): after `close`, only the counter rows and, rarely, the run row
- * remain to lock.
+ * How attempts end, for every path that ends them (workers' reports, one or a batch; lapsed leases; the time
+ * limit), set-based whatever their number: billing closed and each attempt's event recorded first, in one
+ * statement; then each job retried under its run's policy, or its final outcome counted into its chain (run by run,
+ * after its dependents are released or ended) with the run's active counts. Called inside the caller's transaction
+ * with the submissions and jobs locked (LOCK_ORDER): after billing, only counter rows remain to lock. Statuses
+ * follow the commit (RunStatusService's settle).
  */
 @Injectable()
 export class JobFinisher {
@@ -34,101 +51,139 @@ export class JobFinisher {
     private readonly billing: BillingService,
   ) {}
 
-  /**
-   * Closes the attempt's billing and records its `job.status` event (`s` now in `status`) in that same statement:
-   * one round trip, taken before the hot counter rows are locked, so the event adds nothing to the time they are
-   * held. Its snapshot, which orders it in the feed (see EventsRepository.insert), is taken then, before this
-   * transaction can wait for another's counter rows; events written after a counter is locked (the run's and
-   * groups' status, a dependent's release) follow it.
-   */
-  async close(
-    m: EntityManager,
-    s: SubmissionRef & { id: string },
-    status: SubmissionStatus,
-    reason: string,
-    atLastRollup = false,
-  ): Promise<void> {
-    await this.billing.closeAttempt(m, s.id, atLastRollup, await this.events.jobRider(m, s, status, reason));
+  /** One attempt (see finishAll). */
+  async finishLocked(m: EntityManager, item: FinishItem, atLastRollup = false): Promise<CompleteResult> {
+    const [result] = await this.finishAll(m, [item], atLastRollup);
+    return result;
   }
 
   /**
-   * Ends the attempt (`close` first, `atLastRollup` as there), then retries the job or counts its final outcome.
+   * Ends attempts (each a different submission): closes their billing (to now, or with `atLastRollup` where the last
+   * heartbeat left it: a lapsed lease) with their `job.status` events, in one statement taken before any counter
+   * is locked; then retries, or counts final outcomes, as the class says. Answers in the items' order.
    */
-  async finishLocked(
-    m: EntityManager,
-    s: SubmissionFacts,
-    job: JobFacts,
-    status: SubmissionStatus,
-    reason: string,
-    exitStatus: number | null,
-    atLastRollup = false,
-  ): Promise<CompleteResult> {
-    await this.close(m, s, status, reason, atLastRollup);
-    const delta = activeDelta(s.status, -1, s.submissionNum);
-    const retryable = isRetryableStatus(status);
-    const policy = retryable ? await this.runAccess.retryPolicy(m, s.runId) : undefined;
-    if (!retryable || !shouldRetry(policy, status, reason, job.submissionCount, job.createdAt)) {
-      // The submission and job rows are written before the hot counter rows are locked.
-      await this.subs.finishWithJob(m, s, status, reason, exitStatus, true);
-      return this.countFinal(m, s, job, status, reason, delta);
-    }
-    await this.subs.finish(m, s, status, reason, exitStatus);
-    // Locking the chain serialises the retry with a concurrent cancel of any group above the job.
+  async finishAll(m: EntityManager, items: readonly FinishItem[], atLastRollup = false): Promise<CompleteResult[]> {
+    if (items.length === 0) return [];
+    const rider = await this.events.jobsRider(
+      m,
+      items.map((i) => ({ s: i.submission, status: i.status, reason: i.reason })),
+    );
+    await this.billing.closeAttempts(
+      m,
+      items.map((i) => i.submission.id),
+      atLastRollup,
+      rider,
+    );
+    const policies = await this.policiesOf(
+      m,
+      items.filter((i) => isRetryableStatus(i.status)),
+    );
+    const retried = items.filter(
+      (i) =>
+        isRetryableStatus(i.status) &&
+        shouldRetry(policies.get(i.submission.runId), i.status, i.reason, i.job.submissionCount, i.job.createdAt),
+    );
+    const finals = items.filter((i) => !retried.includes(i));
+    await this.subs.finishAllWithJobs(
+      m,
+      finals.map((i) => ({
+        id: i.submission.id,
+        jobId: i.job.id,
+        status: i.status,
+        reason: i.reason,
+        exitStatus: i.exitStatus,
+        runtimeData: i.runtimeData,
+      })),
+    );
+    for (const [runId, ofRun] of byRun(finals)) await this.countFinals(m, runId, ofRun);
+    const retries = new Map<FinishItem, CompleteResult['retry_submission']>();
+    for (const i of retried) retries.set(i, await this.retryOrEnd(m, i));
+    return items.map((i) => ({
+      submission_id: i.submission.id,
+      status: i.status,
+      termination_reason: i.reason,
+      retry_submission: retries.get(i) ?? null,
+    }));
+  }
+
+  /**
+   * Counts final outcomes of one run's jobs (their submission and job rows already finished, the jobs marked
+   * counted): their dependents first (released or ended: their counters and the jobs' chains are locked in one
+   * order), then their chains, with the run's active counts in the same statement. The rare job a cancellation
+   * already counted has its flag put back.
+   */
+  private async countFinals(m: EntityManager, runId: string, finals: FinishItem[]): Promise<void> {
+    const groupIds = [...new Set(finals.map((i) => i.submission.jobGroupId))];
+    const failures = finals.some((i) => OUTCOME_OF_STATUS[i.status as FinishedStatus] === 'failed');
+    const parents = finals.filter((i) => i.job.hasDependents);
+    const cascade =
+      parents.length > 0
+        ? await this.dependents.afterFinal(
+            m,
+            runId,
+            parents.map((i) => ({ jobId: i.job.id, status: i.status })),
+            groupIds,
+            failures,
+          )
+        : { pending: {} };
+    let active: ActiveDelta = cascade.pending;
+    for (const i of finals) active = addDelta(active, activeDelta(i.submission.status, -1, i.submission.submissionNum));
+    const { uncounted, cancellations } = await this.groups.countOutcomes(
+      m,
+      runId,
+      finals.map((i) => ({
+        jobGroupId: i.submission.jobGroupId,
+        outcome: OUTCOME_OF_STATUS[i.status as FinishedStatus],
+        alwaysRun: i.job.alwaysRun,
+      })),
+      active,
+    );
+    await this.subs.markUncounted(
+      m,
+      uncounted.map((k) => finals[k].job.id),
+    );
+    await this.events.failFast(m, runId, cancellations);
+    this.runStatus.settleAfterCommit(m, runId, groupIds);
+  }
+
+  /**
+   * A failure within the run's retry policy: the next submission is queued, unless a cancellation above the job
+   * ends it instead (an always_run job is retried under anything but an abort). Locking the chain serialises the
+   * retry with a concurrent cancel of any group above the job.
+   */
+  private async retryOrEnd(m: EntityManager, i: FinishItem): Promise<CompleteResult['retry_submission']> {
+    const { submission: s, job } = i;
+    await this.subs.finish(m, s, i.status, i.reason, i.exitStatus);
+    if (i.runtimeData) await this.subs.setRuntimeData(m, s, i.runtimeData);
     const chain = await this.groups.lockChain(m, s.runId, s.jobGroupId);
     let retry: CompleteResult['retry_submission'] = null;
-    // A cancellation ends the job rather than retry it, unless it is always_run and the cancellation no abort.
     let pending: ActiveDelta = {};
     if (chain.cancellation && !(job.alwaysRun && !(await this.abortInChain(m, s)))) {
-      await this.subs.finishJob(m, job, status, reason, false);
+      await this.subs.finishJob(m, job, i.status, i.reason, false);
       if (job.hasDependents)
-        pending = (await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }])).pending;
+        pending = (await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status: i.status }])).pending;
     } else {
-      const next = await this.subs.retry(m, job, { ...s, terminationReason: reason });
+      const next = await this.subs.retry(m, job, { ...s, terminationReason: i.reason });
       retry = { id: next.id, submission_num: next.submissionNum };
+      await this.events.jobs(m, [{ ...s, submissionNum: next.submissionNum }], 'submitted');
     }
-    if (retry) await this.events.jobs(m, [{ ...s, submissionNum: retry.submission_num }], 'submitted');
-    await this.runStatus.refreshStatus(
-      m,
-      s.runId,
-      await this.groups.moveActive(m, s.runId, addDelta(addDelta(delta, pending), { nRetrying: retry ? 1 : 0 })),
-    );
-    return { submission_id: s.id, status, termination_reason: reason, retry_submission: retry };
+    const delta = addDelta(activeDelta(s.status, -1, s.submissionNum), pending);
+    await this.runStatus.moveActive(m, s.runId, addDelta(delta, { nRetrying: retry ? 1 : 0 }));
+    return retry;
   }
 
   private async abortInChain(m: EntityManager, s: SubmissionFacts): Promise<boolean> {
     return (await this.groupViews.chainCancellations(s.runId, s.jobGroupId, m)).some(stopsAlwaysRun);
   }
 
-  /**
-   * Counts a job's final outcome (its submission and job rows already finished, the job marked counted, `close`
-   * done) into its chain; the run's active counts move in the same statement. In the rare case a cancellation
-   * already counted this job, the job's flag is put back.
-   */
-  async countFinal(
+  /** The retry policies of the items' runs (fixed at submission; remembered by RunAccessService). */
+  private async policiesOf(
     m: EntityManager,
-    s: SubmissionFacts,
-    job: JobFacts,
-    status: SubmissionStatus,
-    reason: string,
-    delta: ActiveDelta,
-  ): Promise<CompleteResult> {
-    // Its dependents (released or ended: their events follow its own in the feed) before its own chain is counted
-    // (their counters and its chain are locked in one order).
-    const cascade = job.hasDependents
-      ? await this.dependents.afterFinal(m, s.runId, [{ jobId: s.jobId, status }], [s.jobGroupId])
-      : { counted: false, pending: {} };
-    const result = await this.groups.countOutcome(
-      m,
-      s.runId,
-      s.jobGroupId,
-      OUTCOME_OF_STATUS[status as FinishedStatus],
-      addDelta(delta, cascade.pending),
-      job.alwaysRun,
-    );
-    if (!result.counted) await this.subs.finishJob(m, job, status, reason, false);
-    await this.events.counted(m, s.runId, result);
-    // Uncounted itself (a cancellation counted it) while its cascade counted others: the run's status is read afresh.
-    await this.runStatus.refreshStatus(m, s.runId, cascade.counted && !result.counted ? undefined : result.root);
-    return { submission_id: s.id, status, termination_reason: reason, retry_submission: null };
+    items: readonly FinishItem[],
+  ): Promise<Map<string, RetryPolicy | undefined>> {
+    const runIds = [...new Set(items.map((i) => i.submission.runId))];
+    const out = new Map<string, RetryPolicy | undefined>();
+    for (const runId of runIds) out.set(runId, await this.runAccess.retryPolicy(m, runId));
+    return out;
   }
 }

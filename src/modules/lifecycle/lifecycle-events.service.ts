@@ -1,16 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { required } from '../../common/required';
-import {
-  cancellationEvents,
-  groupStatusEvents,
-  jobStatusEvent,
-  type NewEvent,
-  type SubmissionRef,
-} from '../events/event-types';
+import { groupCancelledEvent, jobStatusEvent, type SubmissionRef } from '../events/event-types';
 import { EventsService } from '../events/events.service';
 import type { StatementRider } from '../../infra/database/rider';
-import type { GroupStatusChange } from '../job-groups/job-groups.service';
 import { RunAccessService } from '../runs/run-access.service';
 import type { Cancellation } from './outcomes';
 import type { SubmissionStatus } from './vocabulary';
@@ -47,31 +40,32 @@ export class LifecycleEvents {
   }
 
   /**
-   * A `job.status` event for `s`, now in `status`, as a rider on the caller's next statement (one round trip less
-   * on the hot path: see StatementRider).
+   * `job.status` events for submissions, each now in its own status, as a rider on the caller's next statement (one
+   * round trip less on the hot path: see StatementRider).
    */
-  async jobRider(
+  async jobsRider(
     m: EntityManager,
-    s: SubmissionRef,
-    status: SubmissionStatus,
-    reason: string | null,
+    changes: readonly { s: SubmissionRef; status: SubmissionStatus; reason: string | null }[],
   ): Promise<StatementRider | undefined> {
-    const projectId = await this.runs.projectOf(m, s.runId);
-    return this.events.recordingRider(m, [jobStatusEvent(projectId, s, status, reason)]);
+    const projects = await this.runs.projectsOf(
+      m,
+      changes.map((c) => c.s.runId),
+    );
+    return this.events.recordingRider(
+      m,
+      changes.map((c) =>
+        jobStatusEvent(required(projects.get(c.s.runId), `the project of run ${c.s.runId}`), c.s, c.status, c.reason),
+      ),
+    );
   }
 
-  /** What counting a job's outcome changed: group statuses and fail-fast cancellations (rare: usually nothing). */
-  async counted(
-    m: EntityManager,
-    runId: string,
-    counted: { statusChanges: GroupStatusChange[]; cancellations: Cancellation[] },
-  ): Promise<void> {
-    if (counted.statusChanges.length === 0 && counted.cancellations.length === 0) return;
+  /** The cancellations fail-fast made while counting a failure (rare: usually none). */
+  async failFast(m: EntityManager, runId: string, cancellations: readonly Cancellation[]): Promise<void> {
+    if (cancellations.length === 0) return;
     const projectId = await this.runs.projectOf(m, runId);
-    const events: NewEvent[] = [
-      ...groupStatusEvents(projectId, runId, counted.statusChanges),
-      ...counted.cancellations.flatMap((c) => cancellationEvents(projectId, runId, c)),
-    ];
-    await this.events.record(m, events);
+    await this.events.record(
+      m,
+      cancellations.map((c) => groupCancelledEvent(projectId, runId, c)),
+    );
   }
 }

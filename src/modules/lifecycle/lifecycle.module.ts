@@ -6,6 +6,7 @@ import { RunsModule } from '../runs/runs.module';
 import { EventsModule } from '../events/events.module';
 import { ClaimsService } from './claims.service';
 import { DependencyRelease } from './dependency-release.service';
+import { HeartbeatsService } from './heartbeats.service';
 import { JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import { LifecycleInvariants } from './lifecycle-invariants.service';
@@ -26,11 +27,12 @@ import { WorkerReportsService } from './worker-reports.service';
     ClaimsService,
     SparedJobs,
     WorkerReportsService,
+    HeartbeatsService,
     ServerTransitionsService,
     JobFinisher,
     LifecycleInvariants,
     LifecycleEvents,
   ],
-  exports: [ClaimsService, WorkerReportsService, ServerTransitionsService],
+  exports: [ClaimsService, WorkerReportsService, HeartbeatsService, ServerTransitionsService],
 })
 export class LifecycleModule {}

@@ -1,3 +1,4 @@
+import type { DomainError } from '../../common/errors/domain-error';
 import type { FinishedStatus, TerminationReason } from './vocabulary';
 
 /** A worker's claim: what it can take (the internal API's DTOs have this shape, validated). */
@@ -61,3 +62,28 @@ export interface CompleteResult {
   termination_reason: string;
   retry_submission: { id: string; submission_num: number } | null;
 }
+
+/** The answer to `running`. */
+export interface RunningAnswer {
+  status: string;
+  lease_expires_at: string | null;
+}
+
+/** The answer to a submission's heartbeat. */
+export interface HeartbeatAnswer {
+  cancel_requested: boolean;
+  lease_expires_at: string;
+}
+
+/** A worker's report about one of its submissions, as one of the report routes (or a batch) carries it. */
+export type Report =
+  | { kind: 'running'; submissionId: string; body: RunningInput }
+  | { kind: 'heartbeat'; submissionId: string; body: HeartbeatInput }
+  | { kind: 'complete'; submissionId: string; body: CompleteInput };
+
+export type ReportKind = Report['kind'];
+
+/** What a report's route answers: the answer, or the error it would have been refused with. */
+export type ReportOutcome =
+  | { answer: RunningAnswer | HeartbeatAnswer | CompleteResult; error?: undefined }
+  | { answer?: undefined; error: DomainError };

@@ -77,8 +77,11 @@ export interface Cancellation {
   abort?: Cancellation | null;
 }
 
+/** The reason of a cancellation that is an abort (a run stopped with `abort: true`, or a cancel given that reason). */
+export const ABORT_REASON: TerminationReason = 'aborted_by_user';
+
 /** Whether a cancellation stops always_run jobs too: only an abort does. */
-export const stopsAlwaysRun = (c: Pick<Cancellation, 'reason'>): boolean => c.reason === 'aborted_by_user';
+export const stopsAlwaysRun = (c: Pick<Cancellation, 'reason'>): boolean => c.reason === ABORT_REASON;
 
 /** The abort over a group, given the cancellation in force there (itself, or the abort recorded with it). */
 export const abortOf = (c: Cancellation | null | undefined): Cancellation | null =>

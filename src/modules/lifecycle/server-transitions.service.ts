@@ -1,4 +1,5 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
+import { EntityManager } from 'typeorm';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
@@ -6,7 +7,8 @@ import { JobGroupsService } from '../job-groups/job-groups.service';
 import { SubmissionsService } from '../jobs/submissions.service';
 import { RunStatusService } from '../runs/run-status.service';
 import { DependencyRelease } from './dependency-release.service';
-import { JobFinisher } from './job-finisher.service';
+import { type FinishItem, JobFinisher } from './job-finisher.service';
+import type { SubmissionStatus } from './vocabulary';
 import { cancelledJobOutcome, stopsAlwaysRun } from './outcomes';
 
 /**
@@ -36,20 +38,8 @@ export class ServerTransitionsService implements OnModuleInit {
   async expireLapsedLeases(limit: number): Promise<number> {
     return this.tx.run(async (m) => {
       const lapsed = await this.subs.lockLapsed(m, limit);
-      for (const s of lapsed) {
-        const locked = await this.subs.lockWithJob(m, s.id);
-        if (!locked || locked.job.latestSubmissionId !== s.id) continue;
-        // The clock stopped at the last heartbeat (each one rolled usage up to its time): close without accruing.
-        await this.finisher.finishLocked(
-          m,
-          locked.submission,
-          locked.job,
-          'failed',
-          'instance_unreachable',
-          null,
-          true,
-        );
-      }
+      // The clock stopped at the last heartbeat (each one rolled usage up to its time): closed without accruing.
+      await this.finisher.finishAll(m, await this.latest(m, lapsed, 'failed', 'instance_unreachable'), true);
       return lapsed.length;
     });
   }
@@ -62,13 +52,25 @@ export class ServerTransitionsService implements OnModuleInit {
   async expireOverdue(limit: number): Promise<number> {
     return this.tx.run(async (m) => {
       const overdue = await this.subs.lockOverdue(m, limit);
-      for (const s of overdue) {
-        const locked = await this.subs.lockWithJob(m, s.id);
-        if (!locked || locked.job.latestSubmissionId !== s.id) continue;
-        await this.finisher.finishLocked(m, locked.submission, locked.job, 'terminated', 'max_duration_exceeded', null);
-      }
+      await this.finisher.finishAll(m, await this.latest(m, overdue, 'terminated', 'max_duration_exceeded'));
       return overdue.length;
     });
+  }
+
+  /** Of locked submissions, those that are their job's latest, with their jobs locked, to end as `status`. */
+  private async latest(
+    m: EntityManager,
+    subs: readonly { id: string }[],
+    status: SubmissionStatus,
+    reason: string,
+  ): Promise<FinishItem[]> {
+    const locked = await this.subs.lockWithJobs(
+      m,
+      subs.map((s) => s.id),
+    );
+    return [...locked.values()]
+      .filter((l) => l.job.latestSubmissionId === l.submission.id)
+      .map((l) => ({ ...l, status, reason, exitStatus: null, runtimeData: null }));
   }
 
   /** Terminates, in bounded batches, queued submissions below cancellations not yet swept. */
@@ -95,7 +97,6 @@ export class ServerTransitionsService implements OnModuleInit {
         );
         if (done.n < batch) await this.groups.markSwept(m, c.runId, c.jobGroupId);
         await this.runStatus.moveActive(m, c.runId, { nRetrying: -done.retries, nPending: cascade.pending.nPending });
-        if (cascade.counted) await this.runStatus.refreshStatus(m, c.runId);
         return done.n;
       });
     }

@@ -1,29 +1,35 @@
 import { Injectable } from '@nestjs/common';
-import { EntityManager } from 'typeorm';
+import { EntityManager, QueryFailedError } from 'typeorm';
 import { Env } from '../../config/env';
 import type { Principal } from '../../common/auth/principal';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
-import { abortOf, activeDelta, cancelledJobOutcome } from './outcomes';
+import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
+import { RunAccessService } from '../runs/run-access.service';
+import { RunStatusService } from '../runs/run-status.service';
+import { HeartbeatsService } from './heartbeats.service';
+import { type FinishItem, JobFinisher } from './job-finisher.service';
+import { LifecycleEvents } from './lifecycle-events.service';
+import type {
+  CompleteInput,
+  CompleteResult,
+  HeartbeatAnswer,
+  HeartbeatInput,
+  Report,
+  ReportOutcome,
+  RunningAnswer,
+  RunningInput,
+} from './lifecycle.types';
 import {
   FinishedStatus,
   HELD_STATUSES,
-  heldStatusesAllowing,
   isAllowedTransition,
   isFinished,
   SubmissionStatus,
   TRANSITIONS,
-  isRetryableStatus,
 } from './vocabulary';
-import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
-import { RunAccessService } from '../runs/run-access.service';
-import { RunStatusService } from '../runs/run-status.service';
-import { JobFinisher } from './job-finisher.service';
-import { LifecycleEvents } from './lifecycle-events.service';
-import { SparedJobs } from './spared-jobs.service';
-import type { CompleteInput, CompleteResult, HeartbeatInput, HeartbeatItem, RunningInput } from './lifecycle.types';
 import { required } from '../../common/required';
 
 const stale = (message: string) => new DomainError('STALE_SUBMISSION', message);
@@ -33,8 +39,6 @@ interface Holder {
   workerId: string;
   userId: string;
 }
-
-const holderOf = (principal: Principal, workerId: string): Holder => ({ workerId, userId: principal.userId });
 
 /**
  * The locked submission, if it exists and the caller's account claimed it (else 404), and the caller's worker id
@@ -67,9 +71,34 @@ function transitionRefused(id: string, from: SubmissionStatus, status: FinishedS
 }
 
 /**
- * What workers report: claim → running → heartbeat → complete. Every transition is one transaction taking its
- * locks in LOCK_ORDER (lock-order.ts): submission, job, billing, group counters (deepest first, root last), and the
- * run row only when the run's status changes.
+ * An error a report's own rows may cause (a constraint or a data exception: SQLSTATE classes 23 and 22), rather than
+ * the service failing (the database away, a deadlock outliving its retries) or a bug.
+ */
+function causedByData(err: unknown): boolean {
+  const code = err instanceof QueryFailedError ? (err.driverError as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && (code.startsWith('23') || code.startsWith('22'));
+}
+
+/** The answer a final report repeated gets: what was recorded, and the retry it made, if any. */
+function finishedAnswer(s: SubmissionFacts, job: JobFacts): CompleteResult {
+  const retried = job.latestSubmissionNum > s.submissionNum;
+  return {
+    submission_id: s.id,
+    status: s.status,
+    termination_reason: required(s.terminationReason, `the termination reason of submission ${s.id}`),
+    retry_submission:
+      retried && job.latestSubmissionNum === s.submissionNum + 1
+        ? { id: job.latestSubmissionId, submission_num: job.latestSubmissionNum }
+        : null,
+  };
+}
+
+/**
+ * What workers report about their submissions: running → heartbeat → complete, one report a request (a single
+ * route) or a batch of them. Whatever their number, reports for different submissions are applied together in one
+ * transaction, set-based (one statement per step for all of them), each judged and answered exactly as its single
+ * route would: locks in LOCK_ORDER (lock-order.ts): submissions with their jobs, billing, counters; statuses follow
+ * the commit.
  */
 @Injectable()
 export class WorkerReportsService {
@@ -83,53 +112,192 @@ export class WorkerReportsService {
     private readonly billing: BillingService,
     private readonly finisher: JobFinisher,
     private readonly events: LifecycleEvents,
-    private readonly spares: SparedJobs,
+    private readonly heartbeats: HeartbeatsService,
   ) {}
 
-  async running(
-    principal: Principal,
-    id: string,
-    body: RunningInput,
-  ): Promise<{ status: string; lease_expires_at: string | null }> {
-    return this.tx.run(async (m) => {
-      const locked = await this.subs.lockWithJob(m, id);
-      const s = owned(locked?.submission, id, holderOf(principal, body.worker_id));
-      if (s.status === 'running')
-        return { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null };
-      if (!isAllowedTransition(s.status, 'running')) throw stale(`submission ${id} is ${s.status}, not provisioning`);
-      const started = await this.subs.start(m, s, body.provisioning_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
-      // Billing rows come after the submission and job, before group counters and the run (the lock order).
-      const owner = await this.runAccess.ownerOf(m, s.runId);
-      const jobGroupIds = await this.groups.selfAndAncestorIds(m, s.runId, s.jobGroupId);
-      await this.billing.startAttempt(m, {
-        submissionId: s.id,
-        runId: s.runId,
-        jobId: s.jobId,
-        ...owner,
-        jobGroupIds,
-        requested: started.resources,
-      });
-      await this.runStatus.moveActive(m, s.runId, { nProvisioning: -1, nRunning: 1 });
-      await this.events.jobs(m, [s], 'running');
-      return { status: 'running', lease_expires_at: started.leaseExpiresAt.toISOString() };
-    });
+  running(principal: Principal, id: string, body: RunningInput): Promise<RunningAnswer> {
+    return this.one(principal, { kind: 'running', submissionId: id, body }) as Promise<RunningAnswer>;
   }
 
   /** Renews the lease; answers whether the submission's group (or an ancestor) was cancelled meanwhile. */
-  async heartbeat(
+  heartbeat(principal: Principal, id: string, body: HeartbeatInput): Promise<HeartbeatAnswer> {
+    return this.one(principal, { kind: 'heartbeat', submissionId: id, body }) as Promise<HeartbeatAnswer>;
+  }
+
+  /**
+   * A worker's final report. Repeating it returns the same answer and changes nothing; a report for a submission
+   * that is not the job's latest, or from another worker, is a 409 that changes nothing; from another service
+   * account, a 404; an outcome the state machine does not allow from the submission's status, a 409
+   * `TRANSITION_NOT_ALLOWED`. (The (status, reason) pair itself was checked by the DTO.)
+   */
+  complete(principal: Principal, id: string, body: CompleteInput): Promise<CompleteResult> {
+    return this.one(principal, { kind: 'complete', submissionId: id, body }) as Promise<CompleteResult>;
+  }
+
+  private async one(principal: Principal, report: Report): Promise<RunningAnswer | HeartbeatAnswer | CompleteResult> {
+    const holder = { workerId: report.body.worker_id, userId: principal.userId };
+    const [outcome] = await this.tx.run((m) => this.apply(m, holder, [report]));
+    if (outcome.error) throw outcome.error;
+    return outcome.answer;
+  }
+
+  /**
+   * A batch of one worker's reports, in order: each entry a report, or the error its validation met (answered as
+   * it is). Reports are applied in waves, each wave holding at most one report per submission and applied in one
+   * transaction, so a submission's reports take effect in the order sent; a report's refusal (stale, unknown, a
+   * transition not allowed) is its own answer and never touches the others. Should a wave fail for another reason
+   * (a database error one report's rows cause), its reports are applied again one by one, each as its route would;
+   * a failure of the service itself (the database away) fails the request, the waves before it staying applied.
+   */
+  async batch(
     principal: Principal,
-    id: string,
-    body: HeartbeatInput,
-  ): Promise<{ cancel_requested: boolean; lease_expires_at: string }> {
-    return this.tx.run(async (m) => {
-      const s = owned(await this.subs.lockSubmission(m, id), id, holderOf(principal, body.worker_id));
-      if (isFinished(s.status)) throw stale(`submission ${id} is already ${s.status}`);
-      const lease = await this.subs.heartbeat(m, s, body.runtime_data ?? null, this.env.RUNPLANE_LEASE_SECONDS);
-      const found = await this.groups.cancellationOf(s.runId, s.jobGroupId, m);
-      const cancellation = found && (await this.spares.of(m, [s])).has(s.jobId) ? null : found;
-      await this.billing.accrue(m, id);
-      return { cancel_requested: cancellation !== null, lease_expires_at: new Date(lease).toISOString() };
+    workerId: string,
+    reports: readonly (Report | DomainError)[],
+  ): Promise<ReportOutcome[]> {
+    const holder = { workerId, userId: principal.userId };
+    const out: ReportOutcome[] = new Array(reports.length);
+    const waves: number[][] = [];
+    const seen = new Map<string, number>();
+    reports.forEach((r, i) => {
+      if (r instanceof DomainError) return void (out[i] = { error: r });
+      const wave = seen.get(r.submissionId) ?? 0;
+      seen.set(r.submissionId, wave + 1);
+      (waves[wave] ??= []).push(i);
     });
+    for (const wave of waves) {
+      const mine = wave.map((i) => reports[i] as Report);
+      let outcomes: ReportOutcome[];
+      try {
+        outcomes = await this.tx.run((m) => this.apply(m, holder, mine));
+      } catch (err) {
+        if (!causedByData(err)) throw err;
+        outcomes = [];
+        for (const r of mine) outcomes.push((await this.tx.run((m) => this.apply(m, holder, [r])))[0]);
+      }
+      wave.forEach((i, k) => (out[i] = outcomes[k]));
+    }
+    return out;
+  }
+
+  /**
+   * Reports for distinct submissions of one worker, in the caller's transaction: the submissions and their jobs
+   * locked in one statement, each report judged as its route would, then the accepted ones applied set-based:
+   * heartbeats, then final reports (billing closed, outcomes counted), then starts.
+   */
+  async apply(m: EntityManager, holder: Holder, reports: readonly Report[]): Promise<ReportOutcome[]> {
+    // Heartbeats lock their submissions alone: a running job's row may be held FOR SHARE a while by an add-jobs
+    // request naming it as a parent, and a heartbeat must not wait for that.
+    const locked = await this.subs.lockWithJobs(
+      m,
+      reports.filter((r) => r.kind !== 'heartbeat').map((r) => r.submissionId),
+    );
+    const beating = await this.subs.lockSubmissions(
+      m,
+      reports.filter((r) => r.kind === 'heartbeat').map((r) => r.submissionId),
+    );
+    const heartbeatFacts = new Map(beating.map((s) => [s.id, s]));
+    const out: ReportOutcome[] = new Array(reports.length);
+    const starts: { i: number; s: SubmissionFacts; job: JobFacts; provisioningData: Record<string, unknown> | null }[] =
+      [];
+    const beats: { i: number; s: SubmissionFacts; runtimeData: Record<string, unknown> | null }[] = [];
+    const finishes: (FinishItem & { i: number })[] = [];
+    reports.forEach((r, i) => {
+      try {
+        if (r.kind === 'heartbeat') {
+          const s = owned(heartbeatFacts.get(r.submissionId), r.submissionId, holder);
+          if (isFinished(s.status)) throw stale(`submission ${s.id} is already ${s.status}`);
+          return void beats.push({ i, s, runtimeData: r.body.runtime_data ?? null });
+        }
+        const found = locked.get(r.submissionId);
+        const s = owned(found?.submission, r.submissionId, holder);
+        const job = required(found, `submission ${r.submissionId}`).job;
+        if (r.kind === 'running') {
+          if (s.status === 'running')
+            out[i] = { answer: { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null } };
+          else if (!isAllowedTransition(s.status, 'running'))
+            throw stale(`submission ${s.id} is ${s.status}, not provisioning`);
+          else starts.push({ i, s, job, provisioningData: r.body.provisioning_data ?? null });
+        } else {
+          const { status, termination_reason: reason } = r.body;
+          if (isFinished(s.status)) {
+            if (s.status === status && s.terminationReason === reason) out[i] = { answer: finishedAnswer(s, job) };
+            else throw stale(`submission ${s.id} already finished as ${s.status} (${s.terminationReason})`);
+          } else if (job.latestSubmissionId !== s.id) throw stale(`submission ${s.id} is not the latest of its job`);
+          else if (
+            !(HELD_STATUSES as readonly string[]).includes(s.status) ||
+            !isAllowedTransition(s.status, status, reason)
+          )
+            throw transitionRefused(s.id, s.status, status, reason);
+          else
+            finishes.push({
+              i,
+              submission: s,
+              job,
+              status,
+              reason,
+              exitStatus: r.body.exit_status ?? null,
+              runtimeData: r.body.runtime_data ?? null,
+            });
+        }
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        out[i] = { error: err };
+      }
+    });
+    const beaten = await this.heartbeats.beat(m, beats);
+    beats.forEach((b, k) => (out[b.i] = { answer: beaten[k] }));
+    const finished = await this.finisher.finishAll(m, finishes);
+    finishes.forEach((f, k) => (out[f.i] = { answer: finished[k] }));
+    const started = await this.start(m, starts);
+    starts.forEach((st, k) => (out[st.i] = { answer: started[k] }));
+    return out;
+  }
+
+  /**
+   * Starts attempts (submissions locked, each held and provisioning): submissions and jobs `running` with fresh
+   * leases, billing's clocks started with the pinned quantities, the runs' active counts moved, their events.
+   */
+  private async start(
+    m: EntityManager,
+    items: readonly { s: SubmissionFacts; provisioningData: Record<string, unknown> | null }[],
+  ): Promise<RunningAnswer[]> {
+    if (items.length === 0) return [];
+    const started = await this.subs.startAll(
+      m,
+      items.map((i) => ({ id: i.s.id, jobId: i.s.jobId, provisioningData: i.provisioningData })),
+      this.env.RUNPLANE_LEASE_SECONDS,
+    );
+    const runIds = [...new Set(items.map((i) => i.s.runId))].sort();
+    const owners = await this.runAccess.ownersOf(m, runIds);
+    const chains = new Map<string, number[]>();
+    for (const runId of runIds) {
+      const groupIds = [...new Set(items.filter((i) => i.s.runId === runId).map((i) => i.s.jobGroupId))];
+      for (const [g, chain] of await this.groups.chainsOf(m, runId, groupIds)) chains.set(`${runId}/${g}`, chain);
+    }
+    await this.billing.startAttempts(
+      m,
+      items.map(({ s }) => ({
+        submissionId: s.id,
+        runId: s.runId,
+        jobId: s.jobId,
+        ...required(owners.get(s.runId), `the owner of run ${s.runId}`),
+        jobGroupIds: required(chains.get(`${s.runId}/${s.jobGroupId}`), `the chain of group ${s.jobGroupId}`),
+        requested: required(started.get(s.id), `the start of submission ${s.id}`).resources,
+      })),
+    );
+    for (const runId of runIds) {
+      const n = items.filter((i) => i.s.runId === runId).length;
+      await this.runStatus.moveActive(m, runId, { nProvisioning: -n, nRunning: n });
+    }
+    await this.events.jobs(
+      m,
+      items.map((i) => i.s),
+      'running',
+    );
+    return items.map((i) => ({
+      status: 'running',
+      lease_expires_at: required(started.get(i.s.id), `the start of submission ${i.s.id}`).leaseExpiresAt.toISOString(),
+    }));
   }
 
   /**
@@ -144,158 +312,9 @@ export class WorkerReportsService {
     workerId: string,
     graceSeconds: number,
   ): Promise<{ id: string; runId: string; jobId: string; submissionNum: number }> {
-    const s = owned(await this.subs.holderFacts(m, id), id, holderOf(principal, workerId));
+    const s = owned(await this.subs.holderFacts(m, id), id, { workerId, userId: principal.userId });
     if (isFinished(s.status) && s.finishedAt && s.now.getTime() - s.finishedAt.getTime() > graceSeconds * 1000)
       throw stale(`submission ${id} finished as ${s.status} more than ${graceSeconds} s ago: its output is closed`);
     return { id: s.id, runId: s.runId, jobId: s.jobId, submissionNum: s.submissionNum };
-  }
-
-  /**
-   * One heartbeat for all the submissions a worker runs, in one transaction: the held ones (claimed by this account
-   * and worker id, not finished) get a new lease and their usage accrued, as a single heartbeat would; each answer
-   * says whether a cancellation above it asks the worker to stop it, and with which status and reason to report.
-   * Anything else (unknown, another account's or worker's, finished, e.g. by a lapsed lease or the time limit) is
-   * answered `held: false` without saying why: the worker stops it and reports nothing. Answers follow the request's
-   * order; a repeated id gets the same answer twice.
-   */
-  async heartbeatMany(
-    principal: Principal,
-    workerId: string,
-    ids: string[],
-  ): Promise<{ submissions: HeartbeatItem[] }> {
-    const holder = holderOf(principal, workerId);
-    const answers = await this.tx.run(async (m) => {
-      const locked = await this.subs.lockSubmissions(m, [...new Set(ids)]);
-      const held = locked.filter(
-        (s) =>
-          s.claimedByUserId === holder.userId &&
-          s.workerId === holder.workerId &&
-          (HELD_STATUSES as readonly string[]).includes(s.status),
-      );
-      const leases = await this.subs.renewLeases(
-        m,
-        held.map((s) => s.id),
-        this.env.RUNPLANE_LEASE_SECONDS,
-      );
-      const cancellations = await this.groups.effectiveCancellations([...new Set(held.map((s) => s.runId))], m);
-      const under = held.filter((s) => cancellations.get(s.runId)?.has(s.jobGroupId));
-      const spared = await this.spares.of(m, under);
-      const alwaysRun = await this.subs.alwaysRunJobs(
-        m,
-        under.map((s) => s.jobId),
-      );
-      // Billing rows after the submissions (the lock order), run by run: concurrent batches take them in one order.
-      const byRun = [...held].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : a.id < b.id ? -1 : 1));
-      await this.billing.accrueMany(
-        m,
-        byRun.map((s) => s.id),
-      );
-      return new Map(
-        held.map((s): [string, HeartbeatItem] => {
-          const found = cancellations.get(s.runId)?.get(s.jobGroupId);
-          // An always_run job not spared is stopped by the abort over it: it reports that abort's outcome.
-          const cancellation = spared.has(s.jobId) ? undefined : alwaysRun.has(s.jobId) ? abortOf(found) : found;
-          const outcome = cancellation ? cancelledJobOutcome(cancellation) : null;
-          return [
-            s.id,
-            {
-              submission_id: s.id,
-              held: true,
-              cancel_requested: outcome !== null,
-              status: outcome?.status ?? null,
-              reason: outcome?.terminationReason ?? null,
-              lease_expires_at: leases.get(s.id)?.toISOString() ?? null,
-            },
-          ];
-        }),
-      );
-    });
-    return {
-      submissions: ids.map(
-        (id) =>
-          answers.get(id) ?? {
-            submission_id: id,
-            held: false,
-            cancel_requested: false,
-            status: null,
-            reason: null,
-            lease_expires_at: null,
-          },
-      ),
-    };
-  }
-
-  /**
-   * A worker's final report. Repeating it returns the same answer and changes nothing; a report for a submission
-   * that is not the job's latest, or from another worker, is a 409 that changes nothing; from another service
-   * account, a 404; an outcome the state machine does not allow from the submission's status, a 409
-   * `TRANSITION_NOT_ALLOWED`. (The (status, reason) pair itself was checked by the DTO.)
-   */
-  async complete(principal: Principal, id: string, body: CompleteInput): Promise<CompleteResult> {
-    const exitStatus = body.exit_status ?? null;
-    const runtimeData = body.runtime_data ?? null;
-    const holder = holderOf(principal, body.worker_id);
-    return this.tx.run(async (m) => {
-      // An outcome that cannot be retried (the common `done`) is locked and finished in one statement when the report
-      // is current and allowed from the submission's status; a retryable one needs the run's retry policy first.
-      const retryable = isRetryableStatus(body.status);
-      const from = heldStatusesAllowing(body.status, body.termination_reason);
-      const current = retryable
-        ? null
-        : await this.subs.finishIfLatest(
-            m,
-            id,
-            holder,
-            from,
-            body.status,
-            body.termination_reason,
-            exitStatus,
-            runtimeData,
-          );
-      if (current?.finished) {
-        const s = current.submission;
-        await this.finisher.close(m, s, body.status, body.termination_reason);
-        return this.finisher.countFinal(
-          m,
-          s,
-          current.job,
-          body.status,
-          body.termination_reason,
-          activeDelta(s.status, -1, s.submissionNum),
-        );
-      }
-      // Otherwise the rows are locked and unchanged: a retryable outcome, or a report repeated, stale or unknown.
-      const locked = retryable ? await this.subs.lockWithJob(m, id) : current;
-      const s = owned(locked?.submission, id, holder);
-      const job = required(locked, `submission ${id}`).job;
-      if (isFinished(s.status)) {
-        if (s.status === body.status && s.terminationReason === body.termination_reason) return this.answer(s, job);
-        throw stale(`submission ${id} already finished as ${s.status} (${s.terminationReason})`);
-      }
-      if (job.latestSubmissionId !== s.id) throw stale(`submission ${id} is not the latest of its job`);
-      if (
-        !(HELD_STATUSES as readonly string[]).includes(s.status) ||
-        !isAllowedTransition(s.status, body.status, body.termination_reason)
-      ) {
-        throw transitionRefused(id, s.status, body.status, body.termination_reason);
-      }
-      if (runtimeData) await this.subs.setRuntimeData(m, s, runtimeData);
-      // Usage up to now is closed first, before the group counters and the run are locked (the lock order), so
-      // billing adds nothing to the time those hot rows are held.
-      return this.finisher.finishLocked(m, s, job, body.status, body.termination_reason, exitStatus);
-    });
-  }
-
-  private answer(s: SubmissionFacts, job: JobFacts): CompleteResult {
-    const retried = job.latestSubmissionNum > s.submissionNum;
-    return {
-      submission_id: s.id,
-      status: s.status,
-      termination_reason: required(s.terminationReason, `the termination reason of submission ${s.id}`),
-      retry_submission:
-        retried && job.latestSubmissionNum === s.submissionNum + 1
-          ? { id: job.latestSubmissionId, submission_num: job.latestSubmissionNum }
-          : null,
-    };
   }
 }

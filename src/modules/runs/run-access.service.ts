@@ -12,18 +12,25 @@ import { RetryPolicy } from './dto/run-status';
 import { Run } from './entities/run.entity';
 import { RunsRepository } from './runs.repository';
 
+/** What never changes about a run once submitted. */
+interface RunFacts {
+  projectId: string;
+  userId: string;
+  retry: RetryPolicy | undefined;
+}
+
 export interface RunRef {
   access: ProjectAccess;
   run: Run;
 }
 
-/** Runs whose project is remembered (a run never changes project); past this many, the memory starts over. */
-const PROJECT_OF_RUN_CACHE = 100_000;
+/** Runs whose fixed facts are remembered (they never change); past this many, the memory starts over. */
+const RUN_FACTS_CACHE = 100_000;
 
 /** Which runs a caller may see, and the facts of a run other modules need (they never read the runs table). */
 @Injectable()
 export class RunAccessService {
-  private readonly projectOfRun = new Map<string, string>();
+  private readonly factsOfRun = new Map<string, RunFacts>();
 
   constructor(
     private readonly runs: RunsRepository,
@@ -61,8 +68,16 @@ export class RunAccessService {
   }
 
   /** Who pays for a run's work (billing is handed these ids; it never reads runs). */
-  ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
-    return this.runs.ownerOf(m, runId);
+  async ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
+    return required((await this.factsOf(m, [runId])).get(runId), `run ${runId}`);
+  }
+
+  /** Who pays for each run's work, by run id. */
+  async ownersOf(
+    m: EntityManager,
+    runIds: readonly string[],
+  ): Promise<Map<string, { projectId: string; userId: string }>> {
+    return this.factsOf(m, runIds);
   }
 
   /** Whether the run exists and is not deleted (read in the caller's transaction). */
@@ -75,29 +90,38 @@ export class RunAccessService {
     return new Map((await this.runs.runNames(m, [...new Set(runIds)])).map((r) => [r.id, r.runName]));
   }
 
-  retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
-    return this.runs.retryPolicy(m, runId);
+  async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
+    return required((await this.factsOf(m, [runId])).get(runId), `run ${runId}`).retry;
   }
 
-  /** The project of a run (remembered: a run never moves), for the events the lifecycle records. */
+  /** The project of a run, for the events the lifecycle records. */
   async projectOf(m: EntityManager, runId: string): Promise<string> {
-    return required((await this.projectsOf(m, [runId])).get(runId), `the project of run ${runId}`);
+    return required((await this.factsOf(m, [runId])).get(runId), `the project of run ${runId}`).projectId;
   }
 
-  /** The projects of runs, by run id; one statement for the ones not remembered yet. */
+  /** The projects of runs, by run id. */
   async projectsOf(m: EntityManager, runIds: readonly string[]): Promise<Map<string, string>> {
-    const out = new Map<string, string>();
+    return new Map([...(await this.factsOf(m, runIds))].map(([id, f]) => [id, f.projectId]));
+  }
+
+  /**
+   * What never changes about runs (project, owner, retry policy), by run id: remembered, so the lifecycle reads a run
+   * once per process; one statement for the runs not remembered yet.
+   */
+  private async factsOf(m: EntityManager, runIds: readonly string[]): Promise<Map<string, RunFacts>> {
+    const out = new Map<string, RunFacts>();
     const missing: string[] = [];
     for (const id of new Set(runIds)) {
-      const known = this.projectOfRun.get(id);
+      const known = this.factsOfRun.get(id);
       if (known) out.set(id, known);
       else missing.push(id);
     }
     if (missing.length === 0) return out;
-    if (this.projectOfRun.size + missing.length > PROJECT_OF_RUN_CACHE) this.projectOfRun.clear();
-    for (const [id, projectId] of await this.runs.projectsOf(m, missing)) {
-      this.projectOfRun.set(id, projectId);
-      out.set(id, projectId);
+    if (this.factsOfRun.size + missing.length > RUN_FACTS_CACHE) this.factsOfRun.clear();
+    for (const f of await this.runs.factsOf(m, missing)) {
+      const facts = { projectId: f.projectId, userId: f.userId, retry: f.retry ?? undefined };
+      this.factsOfRun.set(f.id, facts);
+      out.set(f.id, facts);
     }
     for (const id of missing) if (!out.has(id)) throw new Error(`run ${id} vanished`);
     return out;

@@ -210,7 +210,7 @@ export class RunCommandsService implements OnModuleInit {
       const reason = abort ? 'aborted_by_user' : 'stopped_by_user';
       const stop = await this.groups.stopRoot(m, run.id, principal.name, reason);
       if (stop?.created) await this.events.record(m, [groupCancelledEvent(run.projectId, run.id, stop.cancellation)]);
-      await this.status.refreshStatus(m, run.id);
+      this.status.settleAfterCommit(m, run.id);
     });
     return this.views.get(principal, projectName, runId, { job_submissions_limit: 10 });
   }
@@ -249,7 +249,7 @@ export class RunCommandsService implements OnModuleInit {
         const stop = await this.groups.stopRoot(m, id, 'system', reason);
         if (stop?.created)
           await this.events.record(m, [groupCancelledEvent(projectId, id, stop.cancellation), ...pending]);
-        await this.status.refreshStatus(m, id);
+        this.status.settleAfterCommit(m, id);
         return stop?.created ?? false;
       });
       if (created) pending = [];

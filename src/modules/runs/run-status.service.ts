@@ -1,64 +1,167 @@
-import { Injectable } from '@nestjs/common';
-import { runStatusEvent } from '../events/event-types';
+import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { afterCommit } from '../../infra/database/after-commit';
+import { TransactionRunner } from '../../infra/database/transaction.runner';
+import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
+import { groupStatusEvents, type NewEvent, runStatusEvent } from '../events/event-types';
 import { EventsService } from '../events/events.service';
-import { RunAccessService } from './run-access.service';
-import { EntityManager } from 'typeorm';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
-import { ActiveDelta, JobGroupsService, RootChange, RootState } from '../job-groups/job-groups.service';
-import { DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES } from './dto/run-status';
+import {
+  type ActiveDelta,
+  announced,
+  JobGroupsService,
+  type RootState,
+  unsettled,
+} from '../job-groups/job-groups.service';
+import { required } from '../../common/required';
+import { type DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES } from './dto/run-status';
 import { RunsRepository } from './runs.repository';
 
+/** Runs (each with groups of it) whose status a transaction may have moved. */
+type Touched = Map<string, Set<number>>;
+
+const touchedBy = new WeakMap<EntityManager, Touched>();
+
+function merge(into: Touched, from: Touched): void {
+  for (const [runId, groups] of from) {
+    const set = into.get(runId);
+    if (set) for (const g of groups) set.add(g);
+    else into.set(runId, new Set(groups));
+  }
+}
+
 /**
- * A run's status, derived from its root group's counters and written to the run row only when it changes: the
- * lifecycle, stops, cancellations and added jobs call this in their transactions.
+ * A run's status, derived from its root group's counters, and its groups' statuses (as their views show them),
+ * recorded on the run and group rows with their events when they move.
+ *
+ * Counters are spread over token rows that concurrent transactions write without waiting for each other, so no
+ * transaction sees the counts that the others are writing: a status is settled after the commits that move it.
+ * Every transaction that changes counters names the run (and groups) it touched (`settleAfterCommit`); once it has
+ * committed, a settle reads the counters as committed and, where the derived status differs from the recorded one,
+ * records it under the run row's lock (reading again there), with its `run.status` or `group.status` event. The
+ * last transaction to commit sees every commit before its settle, so the recorded status always ends where the
+ * counters are; the request waits for its settle before it answers, so its caller reads its own changes. Concurrent
+ * settles in one process share their reads (one pass serves every request that committed before it began). A
+ * process that dies between a commit and its settle leaves a status behind for at most one pass of the
+ * `run_status_settle` loop, which settles unfinished runs.
  */
 @Injectable()
-export class RunStatusService {
+export class RunStatusService implements OnModuleInit {
+  private readonly logger = new Logger(RunStatusService.name);
+  /** Work for the next pass, and who waits for it. */
+  private queued: Touched = new Map();
+  private waiting: (() => void)[] = [];
+  private draining = false;
+  /** The loop's place among unfinished runs (it walks them by id, a bounded slice per pass). */
+  private loopAfter = '00000000-0000-0000-0000-000000000000';
+
   constructor(
+    @InjectDataSource() private readonly dataSource: DataSource,
+    private readonly tx: TransactionRunner,
     private readonly runs: RunsRepository,
     private readonly groups: JobGroupsService,
     private readonly groupViews: JobGroupViewsService,
-    private readonly access: RunAccessService,
     private readonly events: EventsService,
+    private readonly loops: BackgroundLoopsService,
   ) {}
 
+  onModuleInit(): void {
+    this.loops.register({ name: 'run_status_settle', everyMs: 5000, pass: () => this.settleUnfinished(500) });
+  }
+
   /**
-   * Re-derives the run's status after the caller changed its root (holding the root's counters row locked).
-   *
-   * With the change's two ends known, the run row is written only when the derived status differs between them:
-   * every change to a root happens under its lock and ends here, so the run row holds the status of the state the
-   * change found. That keeps the run row out of nearly every lifecycle transaction. Without them (stop, cancel,
-   * jobs added, a new run: rare), the run row is locked and compared with the root as it stands.
+   * Settles the run's status, and the given groups' with their ancestors', once `m`'s transaction has committed
+   * (TransactionRunner waits for it before returning).
    */
-  async refreshStatus(m: EntityManager, runId: string, change?: RootChange): Promise<void> {
-    if (change) {
-      const before = derive(change.before);
-      const after = derive(change.after);
-      if (!sameStatus(before, after)) {
-        await this.runs.setStatus(m, runId, after, FINISHED_RUN_STATUSES.includes(after.status));
-        if (after.status !== before.status) await this.recordStatus(m, runId, after);
-      }
-      return;
+  settleAfterCommit(m: EntityManager, runId: string, groupIds: readonly number[] = []): void {
+    let touched = touchedBy.get(m);
+    if (!touched) {
+      const mine: Touched = new Map();
+      touchedBy.set(m, (touched = mine));
+      afterCommit(m, () => this.settle(mine));
     }
+    merge(touched, new Map([[runId, new Set(groupIds)]]));
+  }
+
+  /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and settles its status after. */
+  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<void> {
+    await this.groups.moveActive(m, runId, d);
+    this.settleAfterCommit(m, runId);
+  }
+
+  /**
+   * Settles runs and groups as committed now: resolves once a pass that began after this call has settled them
+   * (a pass already running may have read before the caller's commit). Never rejects: a pass that fails is logged,
+   * and the loop settles the run later.
+   */
+  settle(work: Touched): Promise<void> {
+    merge(this.queued, work);
+    const done = new Promise<void>((resolve) => this.waiting.push(resolve));
+    if (!this.draining) void this.drain();
+    return done;
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    try {
+      while (this.queued.size > 0) {
+        const work = this.queued;
+        const waiting = this.waiting;
+        this.queued = new Map();
+        this.waiting = [];
+        try {
+          await this.pass(work);
+        } catch (err) {
+          this.logger.warn({ err }, 'settling run statuses failed; the run_status_settle loop will retry');
+        } finally {
+          for (const resolve of waiting) resolve();
+        }
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  /** Reads what moved (no lock; two statements for the whole pass), then settles each such run in a transaction. */
+  private async pass(work: Touched): Promise<number> {
+    const m = this.dataSource.manager;
+    const inputs = await this.groups.settleInputs(m, work);
+    const stored = new Map((await this.runs.statusesOf(m, [...inputs.keys()])).map((r) => [r.id, r]));
+    let settled = 0;
+    for (const runId of [...inputs.keys()].sort()) {
+      const { root, groups } = required(inputs.get(runId), `the settle inputs of run ${runId}`);
+      const run = stored.get(runId);
+      if (!run || (sameStatus(derive(root), run) && unsettled(groups).length === 0)) continue;
+      await this.tx.run((t) => this.settleRun(t, runId, work.get(runId) ?? new Set()));
+      settled++;
+    }
+    return settled;
+  }
+
+  /** Under the run row's lock, the run's and the groups' statuses as derived now, recorded where they moved. */
+  private async settleRun(m: EntityManager, runId: string, groupIds: ReadonlySet<number>): Promise<void> {
     const run = await this.runs.lockRun(m, runId);
-    if (!run) throw new Error(`run ${runId} vanished`);
-    const derived = derive(await this.groupViews.rootState(m, runId));
+    const inputs = (await this.groups.settleInputs(m, new Map([[runId, groupIds]]))).get(runId);
+    if (!run || !inputs) return;
+    const derived = derive(inputs.root);
+    const groups = unsettled(inputs.groups);
+    const events: NewEvent[] = groupStatusEvents(run.projectId, runId, announced(groups));
+    await this.groups.recordSettled(m, runId, groups);
     if (!sameStatus(derived, run)) {
       await this.runs.setStatus(m, runId, derived, FINISHED_RUN_STATUSES.includes(derived.status));
-      if (derived.status !== run.status) await this.recordStatus(m, runId, derived, run.projectId);
+      if (derived.status !== run.status)
+        events.push(runStatusEvent(run.projectId, runId, derived.status, derived.terminationReason));
     }
+    await this.events.record(m, events);
   }
 
-  /** A `run.status` event for a run's new status (a change of status_message alone is not one). */
-  private async recordStatus(m: EntityManager, runId: string, s: DerivedRunStatus, projectId?: string): Promise<void> {
-    const project = projectId ?? (await this.access.projectOf(m, runId));
-    await this.events.record(m, [runStatusEvent(project, runId, s.status, s.terminationReason)]);
-  }
-
-  /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and re-derives its status. */
-  async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<void> {
-    if (!d.nProvisioning && !d.nRunning && !d.nRetrying && !d.nPending) return;
-    await this.refreshStatus(m, runId, await this.groups.moveActive(m, runId, d));
+  /** One pass of the loop: the next slice of unfinished runs (by id, wrapping around), settled where they moved. */
+  async settleUnfinished(limit: number): Promise<number> {
+    const ids = await this.runs.unfinishedRunIdsAfter(this.loopAfter, limit);
+    this.loopAfter = ids.length < limit ? '00000000-0000-0000-0000-000000000000' : ids[ids.length - 1];
+    if (ids.length === 0) return 0;
+    return this.pass(new Map(ids.map((id) => [id, new Set<number>()])));
   }
 
   /** Invariants 1 and 6 for runs: active counts match the jobs, status is what the counters derive, root = run. */

@@ -54,27 +54,18 @@ export class RunsRepository {
     return rows[0]?.live ?? false;
   }
 
-  /** Who a run belongs to (the lifecycle bills it to them). */
-  async ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
-    const [row] = await preparedQuery<{ projectId: string; userId: string }>(
+  /** What never changes about runs: their project, owner and retry policy (fixed at submission). */
+  factsOf(
+    m: EntityManager,
+    runIds: readonly string[],
+  ): Promise<{ id: string; projectId: string; userId: string; retry: RetryPolicy | null }[]> {
+    return preparedQuery(
       m,
-      'runs_owner_of',
-      `SELECT project_id AS "projectId", user_id AS "userId" FROM runs WHERE id = $1`,
-      [runId],
-    );
-    if (!row) throw new Error(`run ${runId} vanished`);
-    return row;
-  }
-
-  /** The projects of runs (the events they record name it). */
-  async projectsOf(m: EntityManager, runIds: string[]): Promise<Map<string, string>> {
-    const rows = await preparedQuery<{ id: string; projectId: string }>(
-      m,
-      'runs_projects_of',
-      `SELECT id, project_id AS "projectId" FROM runs WHERE id = ANY($1::uuid[])`,
+      'runs_facts_of',
+      `SELECT id, project_id AS "projectId", user_id AS "userId", spec -> 'retry' AS retry
+         FROM runs WHERE id = ANY($1::uuid[])`,
       [runIds],
     );
-    return new Map(rows.map((r) => [r.id, r.projectId]));
   }
 
   /** Names of runs, by id (what a worker hands its jobs as RUNPLANE_RUN_NAME). */
@@ -88,17 +79,6 @@ export class RunsRepository {
     );
   }
 
-  /** The run's retry policy (fixed at submission), read on each failed attempt. */
-  async retryPolicy(m: EntityManager, runId: string): Promise<RetryPolicy | undefined> {
-    const [row] = await preparedQuery<{ retry: RetryPolicy | null }>(
-      m,
-      'runs_retry_policy',
-      `SELECT spec -> 'retry' AS retry FROM runs WHERE id = $1`,
-      [runId],
-    );
-    return row?.retry ?? undefined;
-  }
-
   async lockRun(m: EntityManager, runId: string): Promise<Run | null> {
     return m
       .getRepository(Run)
@@ -106,6 +86,25 @@ export class RunsRepository {
       .setLock('pessimistic_write')
       .where('r.id = :runId', { runId })
       .getOne();
+  }
+
+  /** The recorded status of runs (what a settle compares the derived one with). */
+  statusesOf(m: EntityManager, runIds: string[]): Promise<({ id: string } & DerivedRunStatus)[]> {
+    if (runIds.length === 0) return Promise.resolve([]);
+    return m.query(
+      `SELECT id, status, status_message AS "statusMessage", termination_reason AS "terminationReason"
+         FROM runs WHERE id = ANY($1::uuid[])`,
+      [runIds],
+    );
+  }
+
+  /** Ids of unfinished runs after `after`, in id order (the settle loop walks them a slice at a time). */
+  async unfinishedRunIdsAfter(after: string, limit: number): Promise<string[]> {
+    const rows: { id: string }[] = await this.dataSource.query(
+      `SELECT id FROM runs WHERE finished_at IS NULL AND id > $1 ORDER BY id LIMIT $2`,
+      [after, limit],
+    );
+    return rows.map((r) => r.id);
   }
 
   async setStatus(m: EntityManager, runId: string, s: DerivedRunStatus, finished: boolean): Promise<void> {

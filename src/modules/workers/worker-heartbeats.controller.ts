@@ -4,7 +4,7 @@ import { ApiAuthenticated, ApiErrors } from '../../common/openapi/api-docs';
 import { Access, CurrentPrincipal, type Principal } from '../../common/auth/principal';
 import { DomainError } from '../../common/errors/domain-error';
 import { HeartbeatBatchDto, HeartbeatBatchView, WORKER_ID, WORKER_ID_RULE } from './dto/worker.dto';
-import { WorkerReportsService } from '../lifecycle/worker-reports.service';
+import { HeartbeatsService } from '../lifecycle/heartbeats.service';
 
 /** The worker id in the path, checked as the body's `worker_id` is elsewhere: a 400 naming it. */
 class WorkerIdPipe implements PipeTransform<unknown, string> {
@@ -24,7 +24,7 @@ class WorkerIdPipe implements PipeTransform<unknown, string> {
 @Controller('internal/v1/workers')
 @Access('service')
 export class WorkerHeartbeatsController {
-  constructor(private readonly lifecycle: WorkerReportsService) {}
+  constructor(private readonly heartbeats: HeartbeatsService) {}
 
   /**
    * One heartbeat for every submission a worker runs: renews the leases it holds (accruing their usage) and says,
@@ -45,6 +45,6 @@ export class WorkerHeartbeatsController {
     @Param('worker_id', new WorkerIdPipe()) workerId: string,
     @Body() body: HeartbeatBatchDto,
   ): Promise<HeartbeatBatchView> {
-    return this.lifecycle.heartbeatMany(principal, workerId, body.submissions);
+    return this.heartbeats.heartbeatMany(principal, workerId, body.submissions);
   }
 }

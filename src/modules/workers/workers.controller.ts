@@ -6,7 +6,7 @@ import { domainErrorBody } from '../../common/errors/api-exception.filter';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { apiValidationPipe } from '../../common/validation/validation.pipe';
 import { isUUID } from 'class-validator';
-import { ReportBatchDto, ReportBatchView, type ReportResultView, type ReportType } from './dto/report-batch.dto';
+import { ReportBatchDto, ReportBatchView, type ReportKind } from './dto/report-batch.dto';
 import {
   ClaimDto,
   ClaimView,
@@ -18,12 +18,13 @@ import {
   RunningView,
 } from './dto/worker.dto';
 import { ClaimsService } from '../lifecycle/claims.service';
+import type { Report } from '../lifecycle/lifecycle.types';
 import { WorkerReportsService } from '../lifecycle/worker-reports.service';
 
 const submissionId = new ParseUUIDPipe({ exceptionFactory: () => notFound('submission') });
 
 /** Each report of a batch is validated as its single route's body is. */
-const BODY_OF: Record<ReportType, typeof RunningDto | typeof HeartbeatDto | typeof CompleteDto> = {
+const BODY_OF: Record<ReportKind, typeof RunningDto | typeof HeartbeatDto | typeof CompleteDto> = {
   running: RunningDto,
   heartbeat: HeartbeatDto,
   complete: CompleteDto,
@@ -53,46 +54,48 @@ export class WorkersController {
   }
 
   /**
-   * Up to 100 `running`, `heartbeat` and `complete` reports of one worker, applied in order, each as its own route
-   * would (its own transaction, as idempotent): one bad or stale report never fails the others, and each gets the
-   * answer or the error its route would have given. A failure of the service itself (the database away) fails the
-   * request; the reports before it stay applied, and sending the batch again is safe.
+   * Up to 100 `running`, `heartbeat` and `complete` reports of one worker, each judged and answered as its own route
+   * would (as idempotent): one bad or stale report never fails the others. A submission's reports take effect in the
+   * order sent; reports of different submissions are applied together, in one transaction. A failure of the service
+   * itself (the database away) fails the request; what was applied before it stays, and sending the batch again is
+   * safe.
    */
   @Post('reports')
   @HttpCode(200)
   @ApiOkResponse({ type: ReportBatchView })
   @ApiErrors(400, 413)
   async reports(@CurrentPrincipal() principal: Principal, @Body() body: ReportBatchDto): Promise<ReportBatchView> {
-    const results: ReportResultView[] = [];
-    for (const report of body.reports) results.push(await this.report(principal, body.worker_id, report));
-    return { results };
+    const parsed = await Promise.all(body.reports.map((r) => this.parse(r, body.worker_id)));
+    const outcomes = await this.lifecycle.batch(principal, body.worker_id, parsed);
+    return {
+      results: outcomes.map((o, i) => {
+        const { submission_id: id, kind } = body.reports[i];
+        const echo = {
+          submission_id: typeof id === 'string' ? id : null,
+          kind: typeof kind === 'string' ? kind : null,
+        };
+        return o.error
+          ? { ...echo, status_code: o.error.status, body: domainErrorBody(o.error) }
+          : { ...echo, status_code: 200, body: o.answer };
+      }),
+    };
   }
 
-  private async report(
-    principal: Principal,
-    workerId: string,
-    report: Record<string, unknown>,
-  ): Promise<ReportResultView> {
-    const { submission_id: id, type, ...fields } = report;
-    const result = { submission_id: typeof id === 'string' ? id : null, type: typeof type === 'string' ? type : null };
+  /** One report of a batch, validated as its route's body is; or the error that route would answer with. */
+  private async parse(report: Record<string, unknown>, workerId: string): Promise<Report | DomainError> {
+    const { submission_id: id, kind, ...fields } = report;
     try {
-      if (typeof type !== 'string' || !(type in BODY_OF))
-        throw invalid('type', 'must be running, heartbeat or complete');
+      if (typeof kind !== 'string' || !(kind in BODY_OF))
+        throw invalid('kind', 'must be running, heartbeat or complete');
       if (typeof id !== 'string' || !isUUID(id)) throw notFound('submission');
       if ('worker_id' in fields) throw invalid('worker_id', 'belongs to the batch, not to one of its reports');
       const dto: unknown = await reportPipe.transform(
         { ...fields, worker_id: workerId },
-        { type: 'body', metatype: BODY_OF[type as ReportType], data: '' },
+        { type: 'body', metatype: BODY_OF[kind as ReportKind], data: '' },
       );
-      const answer =
-        type === 'running'
-          ? await this.lifecycle.running(principal, id, dto as RunningDto)
-          : type === 'heartbeat'
-            ? await this.lifecycle.heartbeat(principal, id, dto as HeartbeatDto)
-            : await this.lifecycle.complete(principal, id, dto as CompleteDto);
-      return { ...result, status: 200, body: answer };
+      return { kind, submissionId: id, body: dto } as Report;
     } catch (err) {
-      if (err instanceof DomainError) return { ...result, status: err.status, error: domainErrorBody(err) };
+      if (err instanceof DomainError) return err;
       throw err;
     }
   }

@@ -7,6 +7,7 @@ import { RUN_STATUSES, type RunSpec, type RunStatus } from '../dto/run-status';
 @Index('idx_runs_project_id_submitted_at', ['projectId', 'submittedAt', 'id'], { where: 'NOT deleted' })
 @Index('idx_runs_submitted_at', ['submittedAt', 'id'], { where: 'NOT deleted' })
 @Index('idx_runs_project_id_unfinished', ['projectId'], { where: 'finished_at IS NULL' })
+@Index('idx_runs_unfinished', ['id'], { where: 'finished_at IS NULL' })
 @Check('ck_runs_status', sqlIn('status', RUN_STATUSES))
 export class Run {
   @PrimaryGeneratedColumn('uuid', { primaryKeyConstraintName: 'pk_runs' })

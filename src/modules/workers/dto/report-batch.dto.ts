@@ -1,9 +1,9 @@
-import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { ApiProperty } from '@nestjs/swagger';
 import { ArrayMaxSize, ArrayMinSize, IsArray, IsObject } from 'class-validator';
 import { WorkerReportDto } from './worker.dto';
 
-export const REPORT_TYPES = ['running', 'heartbeat', 'complete'] as const;
-export type ReportType = (typeof REPORT_TYPES)[number];
+export const REPORT_KINDS = ['running', 'heartbeat', 'complete'] as const;
+export type ReportKind = (typeof REPORT_KINDS)[number];
 export const MAX_REPORTS_PER_BATCH = 100;
 
 export class ReportBatchDto extends WorkerReportDto {
@@ -13,10 +13,12 @@ export class ReportBatchDto extends WorkerReportDto {
     maxItems: MAX_REPORTS_PER_BATCH,
     items: { type: 'object', additionalProperties: true },
     description:
-      `At most ${MAX_REPORTS_PER_BATCH} reports of this worker, applied in order, each as its own route would ` +
-      '(`POST /internal/v1/submissions/{submission_id}/{type}`): `{submission_id, type, ...}` where `type` is ' +
+      `At most ${MAX_REPORTS_PER_BATCH} reports of this worker, each applied as its own route would ` +
+      '(`POST /internal/v1/submissions/{submission_id}/{kind}`): `{submission_id, kind, ...}` where `kind` is ' +
       "`running`, `heartbeat` or `complete` and the rest is that route's body without `worker_id` (the batch has " +
-      "it). A report that breaks its route's rules gets that route's error in its result, not the whole batch.",
+      "it). A report that breaks its route's rules gets that route's error in its result, not the whole batch. " +
+      "A submission's reports take effect in the order sent; reports of different submissions are applied " +
+      'together, in one transaction.',
   })
   @IsArray()
   @ArrayMinSize(1)
@@ -25,39 +27,24 @@ export class ReportBatchDto extends WorkerReportDto {
   reports!: Record<string, unknown>[];
 }
 
-export class ReportErrorView {
-  @ApiProperty({ type: 'integer' })
-  status_code!: number;
-
-  @ApiProperty()
-  code!: string;
-
-  @ApiProperty()
-  message!: string;
-
-  @ApiProperty({ type: 'array', items: { type: 'object', additionalProperties: true } })
-  details!: unknown[];
-}
-
 export class ReportResultView {
   @ApiProperty({ type: 'string', nullable: true, description: 'As sent (null when it was not a string).' })
   submission_id!: string | null;
 
   @ApiProperty({ type: 'string', nullable: true, description: 'As sent (null when it was not a string).' })
-  type!: string | null;
+  kind!: string | null;
 
   @ApiProperty({ type: 'integer', description: 'What the single route would have answered: 200, or the error status.' })
-  status!: number;
+  status_code!: number;
 
-  @ApiPropertyOptional({
+  @ApiProperty({
     type: 'object',
     additionalProperties: true,
-    description: "With 200: the single route's answer (RunningView, HeartbeatView or CompleteView).",
+    description:
+      'What the single route would have answered: with 200 its answer (RunningView, HeartbeatView or CompleteView), ' +
+      'else its error (`{code, message, details}`, as every error of the API).',
   })
-  body?: object;
-
-  @ApiPropertyOptional({ type: () => ReportErrorView, description: "Otherwise: the single route's error." })
-  error?: ReportErrorView;
+  body!: object;
 }
 
 export class ReportBatchView {
