@@ -32,6 +32,10 @@ export class ServerUnderTest {
     await withAdminClient(async (c) => {
       await c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
       await c.query(`CREATE DATABASE "${dbName}"`);
+      // BENCH_LOG_STATEMENTS=1: PostgreSQL logs every statement of this database with its duration (where the time
+      // goes, statement by statement: see the server's log).
+      if (process.env.BENCH_LOG_STATEMENTS === '1')
+        await c.query(`ALTER DATABASE "${dbName}" SET log_min_duration_statement = 0`);
     });
     const token = `rp_bench_admin_${process.pid}_${'0'.repeat(24)}`;
     const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);

@@ -143,6 +143,18 @@ describe('claim: capacity fitting and priority order', () => {
     },
   );
 
+  itOnPostgres('8 concurrent claims of 5 over 40 queued submissions take 5 each: none comes back short', async () => {
+    const perClaim: number[][] = [];
+    for (let round = 0; round < 3; round++) {
+      await makeRun(t, owner, project, { jobs: [{ spec: jobSpec(), replicas: 40 }] });
+      const got = await Promise.all(Array.from({ length: 8 }, () => claim(big, 5)));
+      const ids = got.flat().map((c) => c.id);
+      expect(new Set(ids).size).toBe(ids.length);
+      perClaim.push(got.map((g) => g.length));
+    }
+    expect(perClaim).toEqual(Array.from({ length: 3 }, () => Array.from({ length: 8 }, () => 5)));
+  });
+
   itOnPostgres(
     'a packed submission another transaction holds is passed over and its capacity packed again',
     async () => {

@@ -87,6 +87,7 @@ export const OWN_DATABASES = [
   'workerlogs',
   'cli',
   'console',
+  'tokens',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 

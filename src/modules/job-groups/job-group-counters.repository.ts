@@ -434,27 +434,30 @@ export class JobGroupCountersRepository {
     abortReason: string,
   ): Promise<SettleRow[]> {
     if (asked.length === 0) return [];
-    return m.query(
+    return preparedQuery<SettleRow>(
+      m,
+      'job_groups_settle_inputs',
       `WITH asked AS (
          SELECT DISTINCT sa.run_id, sa.ancestor_id AS job_group_id
            FROM unnest($1::uuid[], $2::int[]) AS w(run_id, job_group_id)
            JOIN job_group_self_and_ancestors sa ON sa.run_id = w.run_id AND sa.job_group_id = w.job_group_id
-       ), over AS (
-         SELECT a.run_id, a.job_group_id, count(x.run_id) > 0 AS cancelled,
-                coalesce(bool_or(x.reason = $3), false) AS aborted,
-                max(x.reason) FILTER (WHERE x.job_group_id = 0) AS stop_reason
-           FROM asked a
-           JOIN job_group_self_and_ancestors sa ON sa.run_id = a.run_id AND sa.job_group_id = a.job_group_id
-           LEFT JOIN job_groups_cancelled x ON x.run_id = sa.run_id AND x.job_group_id = sa.ancestor_id
-          GROUP BY a.run_id, a.job_group_id
        )
-       SELECT o.run_id AS "runId", o.job_group_id AS "jobGroupId", g.status, g.state, o.cancelled, o.aborted,
-              o.stop_reason AS "stopReason", ${SUMMED_COUNTS}, ${SUMMED_ACTIVE}
-         FROM over o
-         JOIN job_groups g ON g.run_id = o.run_id AND g.job_group_id = o.job_group_id
-         JOIN job_group_counters c ON c.run_id = o.run_id AND c.job_group_id = o.job_group_id
-        GROUP BY o.run_id, o.job_group_id, g.status, g.state, o.cancelled, o.aborted, o.stop_reason
-        ORDER BY o.run_id, o.job_group_id`,
+       SELECT a.run_id AS "runId", a.job_group_id AS "jobGroupId", g.status, g.state,
+              o.cancelled, o.aborted, o.stop_reason AS "stopReason", s.*
+         FROM asked a
+         JOIN job_groups g ON g.run_id = a.run_id AND g.job_group_id = a.job_group_id
+         CROSS JOIN LATERAL (
+           SELECT count(x.run_id) > 0 AS cancelled, coalesce(bool_or(x.reason = $3), false) AS aborted,
+                  max(x.reason) FILTER (WHERE x.job_group_id = 0) AS stop_reason
+             FROM job_group_self_and_ancestors sa
+             LEFT JOIN job_groups_cancelled x ON x.run_id = sa.run_id AND x.job_group_id = sa.ancestor_id
+            WHERE sa.run_id = a.run_id AND sa.job_group_id = a.job_group_id
+         ) o
+         CROSS JOIN LATERAL (
+           SELECT ${SUMMED_COUNTS}, ${SUMMED_ACTIVE} FROM job_group_counters c
+            WHERE c.run_id = a.run_id AND c.job_group_id = a.job_group_id
+         ) s
+        ORDER BY a.run_id, a.job_group_id`,
       [asked.map((a) => a.runId), asked.map((a) => a.jobGroupId), abortReason],
     );
   }

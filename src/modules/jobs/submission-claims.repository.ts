@@ -39,12 +39,14 @@ export interface ClaimedRow {
 @Injectable()
 export class SubmissionClaimsRepository {
   /**
-   * Queued submissions that fit, best first, not locked, leaving out `excluded` (those a claim has tried already). A
-   * claimer without a container runtime never gets a job that asks for an image: it walks the queue index of
-   * submissions that need none (the predicate is a constant, so the planner proves the partial index), and so never
-   * reads past image jobs waiting for container workers. A claim locks only the ones it takes (lockQueued).
+   * Up to `limit` queued submissions that fit the capacity each alone, best first, locked, skipping those another
+   * claim holds (never waiting) and `excluded` (those this claim has looked at already): concurrent claimers take
+   * disjoint rows, and a claim locks no more than it can take. A claimer without a container runtime never gets a
+   * job that asks for an image: it walks the queue index of submissions that need none (the predicate is a
+   * constant, so the planner proves the partial index), and so never reads past image jobs waiting for container
+   * workers.
    */
-  async readCandidates(
+  async lockCandidates(
     m: EntityManager,
     cap: Capacity,
     limit: number,
@@ -54,31 +56,16 @@ export class SubmissionClaimsRepository {
     const queue = containers ? QUEUED_PREDICATE : QUEUED_NO_CONTAINER_PREDICATE;
     return preparedQuery<Candidate>(
       m,
-      containers ? 'lifecycle_read_candidates' : 'lifecycle_read_candidates_no_container',
+      containers ? 'lifecycle_lock_candidates' : 'lifecycle_lock_candidates_no_container',
       `SELECT s.id, s.job_id AS "jobId", s.run_id AS "runId", s.job_group_id AS "jobGroupId",
               s.submission_num AS "submissionNum", s.cpu::float8 AS cpu, s.memory_mib AS "memoryMib", s.gpu
          FROM job_submissions s
         WHERE s.${queue} AND s.cpu <= $1 AND s.memory_mib <= $2 AND s.gpu <= $3 AND NOT s.id = ANY($5::uuid[])
         ORDER BY s.priority DESC, s.submitted_at, s.id
-        LIMIT $4`,
+        LIMIT $4
+          FOR UPDATE SKIP LOCKED`,
       [cap.cpu, cap.memoryMib, cap.gpu, limit, excluded],
     );
-  }
-
-  /**
-   * Locks those of `ids` still queued, skipping the ones another claim holds (never waiting): a row claimed and
-   * committed meanwhile is read again in its latest version and left out.
-   */
-  async lockQueued(m: EntityManager, ids: string[]): Promise<Set<string>> {
-    if (ids.length === 0) return new Set();
-    const rows = await preparedQuery<{ id: string }>(
-      m,
-      'lifecycle_lock_queued',
-      `SELECT s.id FROM job_submissions s WHERE s.id = ANY($1::uuid[]) AND s.${QUEUED_PREDICATE}
-          FOR UPDATE SKIP LOCKED`,
-      [ids],
-    );
-    return new Set(rows.map((r) => r.id));
   }
 
   /** The lease goes to `workerId` under the service account `userId`: reports must come from both. */

@@ -19,57 +19,68 @@ import {
 @Injectable()
 export class SubmissionsRepository {
   /**
-   * A final report in one round trip: locks the submission and its job (in that order, as lockWithJob) and, if
-   * `workerId` under the account `userId` holds the submission, its status is one of `fromStatuses` (those the
-   * state machine allows this outcome from: never a finished one) and it is the job's latest, finishes both, the job
-   * counted. Returns the facts as they were before, and whether it finished them (if not, the caller tells why).
+   * Reports' submissions with their jobs, locked in one round trip in submission id order (each submission, then
+   * its job); and in the same statement the final reports of `finishing` written where they stand: the
+   * submission's holder is the report's `holder` (worker id and account), its status is one of the report's `from` (the
+   * statuses the state machine allows that outcome from: never a finished one), and it is its job's latest — then
+   * the submission and its job finish, the job counted. Returns every locked row's facts as they were before, and
+   * whether it finished it (if not, the caller tells why, from those facts). Unknown ids are left out.
    */
-  async finishIfLatest(
+  async lockAndFinish(
     m: EntityManager,
-    id: string,
-    holder: { workerId: string; userId: string },
-    fromStatuses: readonly SubmissionStatus[],
-    status: SubmissionStatus,
-    reason: string,
-    exitStatus: number | null,
-    runtimeData: Record<string, unknown> | null = null,
-  ): Promise<{ submission: SubmissionFacts; job: JobFacts; finished: boolean } | null> {
+    ids: string[],
+    finishing: readonly {
+      id: string;
+      holder: { workerId: string; userId: string };
+      status: SubmissionStatus;
+      reason: string;
+      exitStatus: number | null;
+      runtimeData: Record<string, unknown> | null;
+      from: readonly SubmissionStatus[];
+    }[],
+  ): Promise<Map<string, { submission: SubmissionFacts; job: JobFacts; finished: boolean }>> {
+    if (ids.length === 0) return new Map();
     const rows = await preparedQuery<LockedRow & { finished: boolean }>(
       m,
-      'lifecycle_finish_if_latest',
+      'lifecycle_lock_and_finish',
       `WITH t AS (
          SELECT ${SUBMISSION_FACTS}, ${JOB_FACTS}
            FROM job_submissions s JOIN jobs j ON j.id = s.job_id
-          WHERE s.id = $1
+          WHERE s.id = ANY($1::uuid[])
+          ORDER BY s.id
             FOR UPDATE OF s, j
+       ), ok AS (
+         SELECT t.id, t."jobId", v.status, v.reason, v.exit_status, v.runtime_data
+           FROM t JOIN unnest($2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::int[], $8::text[],
+                              $9::text[])
+                  AS v(id, worker_id, user_id, status, reason, exit_status, runtime_data, from_statuses) ON v.id = t.id
+          WHERE t."workerId" = v.worker_id AND t."claimedByUserId" = v.user_id AND t."latestSubmissionId" = t.id
+            AND t.status = ANY(string_to_array(v.from_statuses, ','))
        ), finished AS (
          UPDATE job_submissions s
-            SET status = $3, termination_reason = $4, exit_status = $5, finished_at = now(), lease_expires_at = NULL,
-                runtime_data = coalesce($8::json, s.runtime_data)
-           FROM t
-          WHERE s.id = t.id AND t."workerId" = $2 AND t."claimedByUserId" = $7 AND t.status = ANY($6::text[])
-            AND t."latestSubmissionId" = t.id
-      RETURNING s.job_id
-       ), job_finished AS (
-         UPDATE jobs j SET status = $3, termination_reason = $4, completion_counted = true FROM finished f
-           WHERE j.id = f.job_id
-      RETURNING j.id
+            SET status = ok.status, termination_reason = ok.reason, exit_status = ok.exit_status,
+                finished_at = now(), lease_expires_at = NULL,
+                runtime_data = coalesce(ok.runtime_data::json, s.runtime_data)
+           FROM ok WHERE s.id = ok.id
+      RETURNING s.id
+       ), jobs_finished AS (
+         UPDATE jobs j SET status = ok.status, termination_reason = ok.reason, completion_counted = true
+           FROM ok WHERE j.id = ok."jobId"
        )
-       SELECT t.*, EXISTS (SELECT 1 FROM job_finished) AS finished FROM t`,
+       SELECT t.*, t.id IN (SELECT id FROM finished) AS finished FROM t`,
       [
-        id,
-        holder.workerId,
-        status,
-        reason,
-        exitStatus,
-        fromStatuses,
-        holder.userId,
-        runtimeData === null ? null : JSON.stringify(runtimeData),
+        ids,
+        finishing.map((f) => f.id),
+        finishing.map((f) => f.holder.workerId),
+        finishing.map((f) => f.holder.userId),
+        finishing.map((f) => f.status),
+        finishing.map((f) => f.reason),
+        finishing.map((f) => f.exitStatus),
+        finishing.map((f) => (f.runtimeData === null ? null : JSON.stringify(f.runtimeData))),
+        finishing.map((f) => f.from.join(',')),
       ],
     );
-    if (rows.length === 0) return null;
-    const { finished, ...row } = rows[0];
-    return { ...splitLocked(row), finished };
+    return new Map(rows.map(({ finished, ...row }) => [row.id, { ...splitLocked(row), finished }]));
   }
 
   /**

@@ -24,22 +24,17 @@ export class SubmissionsService {
   ) {}
 
   /**
-   * Queued submissions that fit, best first, unlocked, but for `excluded`. `containers`: the claimer has a container
-   * runtime (else jobs asking for an image are never candidates).
+   * Up to `limit` queued submissions that fit alone, best first, locked, skipping others' and `excluded`.
+   * `containers`: the claimer has a container runtime (else jobs asking for an image are never candidates).
    */
-  readCandidates(
+  lockCandidates(
     m: EntityManager,
     cap: Capacity,
     limit: number,
     containers: boolean,
     excluded: string[],
   ): Promise<Candidate[]> {
-    return this.claims.readCandidates(m, cap, limit, containers, excluded);
-  }
-
-  /** Locks those of `ids` still queued and not held by another claim; returns them. */
-  lockQueued(m: EntityManager, ids: string[]): Promise<Set<string>> {
-    return this.claims.lockQueued(m, ids);
+    return this.claims.lockCandidates(m, cap, limit, containers, excluded);
   }
 
   /** The lease is held by `workerId` under the service account `userId`. */
@@ -106,21 +101,24 @@ export class SubmissionsService {
   }
 
   /**
-   * A final report's common case in one round trip: if `holder` (worker id and account) holds the submission, its
-   * status is one of `fromStatuses` and it is the job's latest, both are finished (the job counted); else nothing
-   * changes. Either way, both rows are locked.
+   * Submissions with their jobs locked in one round trip (id order), the final reports of `finishing` written in
+   * the same statement where the holder, the status and the latest submission allow them; see
+   * SubmissionsRepository.lockAndFinish.
    */
-  finishIfLatest(
+  lockAndFinish(
     m: EntityManager,
-    submissionId: string,
-    holder: { workerId: string; userId: string },
-    fromStatuses: readonly SubmissionStatus[],
-    status: SubmissionStatus,
-    reason: string,
-    exitStatus: number | null,
-    runtimeData: Record<string, unknown> | null = null,
-  ): Promise<{ submission: SubmissionFacts; job: JobFacts; finished: boolean } | null> {
-    return this.subs.finishIfLatest(m, submissionId, holder, fromStatuses, status, reason, exitStatus, runtimeData);
+    submissionIds: string[],
+    finishing: readonly {
+      id: string;
+      holder: { workerId: string; userId: string };
+      status: SubmissionStatus;
+      reason: string;
+      exitStatus: number | null;
+      runtimeData: Record<string, unknown> | null;
+      from: readonly SubmissionStatus[];
+    }[],
+  ): Promise<Map<string, { submission: SubmissionFacts; job: JobFacts; finished: boolean }>> {
+    return this.subs.lockAndFinish(m, submissionIds, finishing);
   }
 
   /** Who holds the submission and its status, unlocked (a claimed submission's holder never changes). */

@@ -22,8 +22,8 @@ import {
 import { SparedJobs } from './spared-jobs.service';
 
 /**
- * How many times a claim reads the queue again after other claims took some of what it packed. Each read leaves
- * out what this claim tried, and each loss means another claim took a submission, so a few reads suffice.
+ * How many times a claim locks more of the queue when what it locked did not all fit together or was below a
+ * cancellation. Each read leaves out what this claim has seen, so a few reads suffice.
  */
 const CLAIM_READS = 5;
 
@@ -140,11 +140,12 @@ export class ClaimsService {
   }
 
   /**
-   * What the claim takes. It reads the best queued candidates without locking them, packs them into the capacity,
-   * and locks only the packed ones (SKIP LOCKED, never waiting). When another claim took some of them meanwhile,
-   * it reads again, leaving out what it tried, and packs what is left of the capacity. So a claim never holds
-   * rows it will not take, and concurrent claimers do not starve each other. Candidates below a cancellation that
-   * does not spare them come back apart (`doomed`), for the claim to end.
+   * What the claim takes. It locks the best queued candidates that fit its capacity each alone, as many as it may
+   * still take, skipping those other claims hold (SKIP LOCKED, never waiting): concurrent claimers take disjoint
+   * rows and none comes back empty while fitting work waits. It packs them in order into what is left of its
+   * capacity; where some did not fit together, or lie below a cancellation that does not spare them (`doomed`: the
+   * claim ends them), it locks more, leaving out what it has seen, up to CLAIM_READS times. Candidates seen and not
+   * taken stay locked until the claim commits (milliseconds): at most `limit` a read.
    */
   private async pick(
     m: EntityManager,
@@ -155,38 +156,24 @@ export class ClaimsService {
     const left: Room = { milliCpu: Math.round(cap.cpu * 1000), memoryMib: cap.memoryMib, gpu: cap.gpu };
     const picked: Candidate[] = [];
     const doomed: Doomed[] = [];
-    const tried: string[] = [];
+    const seen: string[] = [];
     for (let read = 0; read < CLAIM_READS && picked.length < limit; read++) {
-      const candidates = await this.subs.readCandidates(m, cap, limit * 4 + 8, containers, tried);
+      const candidates = await this.subs.lockCandidates(m, cap, limit - picked.length, containers, seen);
+      if (candidates.length === 0) break;
       const cancellations = await this.groups.effectiveCancellations([...new Set(candidates.map((c) => c.runId))], m);
       const spared = await this.spares.of(
         m,
         candidates.filter((c) => cancellations.get(c.runId)?.has(c.jobGroupId)),
       );
-      const packed: Candidate[] = [];
-      const room = { ...left };
       for (const c of candidates) {
+        seen.push(c.id);
         const cancellation = spared.has(c.jobId) ? undefined : cancellations.get(c.runId)?.get(c.jobGroupId);
-        if (cancellation) {
-          doomed.push({ candidate: c, cancellation });
-          tried.push(c.id);
-        } else if (picked.length + packed.length < limit && fits(room, c)) {
-          packed.push(c);
-          take(room, c);
-          tried.push(c.id);
-        }
-        // A candidate that did not fit stays a candidate: capacity a lost one frees may fit it in the next read.
-      }
-      const locked = await this.subs.lockQueued(
-        m,
-        packed.map((c) => c.id),
-      );
-      for (const c of packed)
-        if (locked.has(c.id)) {
+        if (cancellation) doomed.push({ candidate: c, cancellation });
+        else if (picked.length < limit && fits(left, c)) {
           picked.push(c);
           take(left, c);
         }
-      if (locked.size === packed.length) break;
+      }
     }
     return { picked, doomed };
   }

@@ -14,7 +14,11 @@ import type { RetryPolicy } from './retry-policy';
 import { shouldRetry } from './retry-policy';
 import { type FinishedStatus, isRetryableStatus, type SubmissionStatus } from './vocabulary';
 
-/** An attempt to end: its submission and job (both locked by the caller), how it ended, what its worker measured. */
+/**
+ * An attempt to end: its submission and job (both locked by the caller, facts as they were before), how it ended,
+ * what its worker measured; `written` when the statement that locked them already wrote its final state (a final
+ * outcome no retry policy concerns: see SubmissionsRepository.lockAndFinish).
+ */
 export interface FinishItem {
   submission: SubmissionFacts;
   job: JobFacts;
@@ -22,6 +26,7 @@ export interface FinishItem {
   reason: string;
   exitStatus: number | null;
   runtimeData: Record<string, unknown> | null;
+  written?: boolean;
 }
 
 const byRun = <T extends { submission: { runId: string } }>(items: readonly T[]): [string, T[]][] => {
@@ -86,14 +91,16 @@ export class JobFinisher {
     const finals = items.filter((i) => !retried.includes(i));
     await this.subs.finishAllWithJobs(
       m,
-      finals.map((i) => ({
-        id: i.submission.id,
-        jobId: i.job.id,
-        status: i.status,
-        reason: i.reason,
-        exitStatus: i.exitStatus,
-        runtimeData: i.runtimeData,
-      })),
+      finals
+        .filter((i) => !i.written)
+        .map((i) => ({
+          id: i.submission.id,
+          jobId: i.job.id,
+          status: i.status,
+          reason: i.reason,
+          exitStatus: i.exitStatus,
+          runtimeData: i.runtimeData,
+        })),
     );
     for (const [runId, ofRun] of byRun(finals)) await this.countFinals(m, runId, ofRun);
     const retries = new Map<FinishItem, CompleteResult['retry_submission']>();

@@ -7,6 +7,7 @@ import { EventsModule } from '../events/events.module';
 import { ClaimsService } from './claims.service';
 import { DependencyRelease } from './dependency-release.service';
 import { HeartbeatsService } from './heartbeats.service';
+import { ReportApplier } from './report-applier.service';
 import { JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import { LifecycleInvariants } from './lifecycle-invariants.service';
@@ -27,6 +28,7 @@ import { WorkerReportsService } from './worker-reports.service';
     ClaimsService,
     SparedJobs,
     WorkerReportsService,
+    ReportApplier,
     HeartbeatsService,
     ServerTransitionsService,
     JobFinisher,

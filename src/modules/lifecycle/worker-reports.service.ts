@@ -1,17 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager, QueryFailedError } from 'typeorm';
-import { Env } from '../../config/env';
 import type { Principal } from '../../common/auth/principal';
-import { DomainError, notFound } from '../../common/errors/domain-error';
+import { DomainError } from '../../common/errors/domain-error';
 import { TransactionRunner } from '../../infra/database/transaction.runner';
-import { BillingService } from '../billing/billing.service';
-import { JobGroupViewsService } from '../job-groups/job-group-views.service';
-import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
-import { RunAccessService } from '../runs/run-access.service';
-import { RunStatusService } from '../runs/run-status.service';
-import { HeartbeatsService } from './heartbeats.service';
-import { type FinishItem, JobFinisher } from './job-finisher.service';
-import { LifecycleEvents } from './lifecycle-events.service';
+import { SubmissionsService } from '../jobs/submissions.service';
 import type {
   CompleteInput,
   CompleteResult,
@@ -22,53 +14,13 @@ import type {
   RunningAnswer,
   RunningInput,
 } from './lifecycle.types';
-import {
-  FinishedStatus,
-  HELD_STATUSES,
-  isAllowedTransition,
-  isFinished,
-  SubmissionStatus,
-  TRANSITIONS,
-} from './vocabulary';
-import { required } from '../../common/required';
+import { type HeldReport, owned, ReportApplier, stale } from './report-applier.service';
+import { isFinished } from './vocabulary';
 
-const stale = (message: string) => new DomainError('STALE_SUBMISSION', message);
-
-/** Who reports: the worker id in the body, under the service account whose token sent it. */
-interface Holder {
-  workerId: string;
-  userId: string;
-}
-
-/**
- * The locked submission, if it exists and the caller's account claimed it (else 404), and the caller's worker id
- * holds it (else 409). Another account gets exactly the answer an unknown id gets, so it learns nothing about the
- * submission (not even that it exists); the claiming account's other workers get the usual stale 409.
- */
-function owned<S extends Pick<SubmissionFacts, 'claimedByUserId' | 'workerId'>>(
-  s: S | null | undefined,
-  id: string,
-  holder: Holder,
-): S {
-  if (!s || s.claimedByUserId !== holder.userId) throw notFound(`submission ${id}`);
-  if (s.workerId !== holder.workerId) throw stale(`submission ${id} is not held by worker ${holder.workerId}`);
-  return s;
-}
-
-/** A final report the state machine does not allow from the submission's status (e.g. `done` before `running`). */
-function transitionRefused(id: string, from: SubmissionStatus, status: FinishedStatus, reason: string): DomainError {
-  const allowed = Object.entries(TRANSITIONS[from])
-    .filter(([to, reasons]) => isFinished(to as SubmissionStatus) && reasons !== true)
-    .map(([to, reasons]) => `${to} (${(reasons as readonly string[]).join(', ')})`);
-  const why = from === 'provisioning' ? ' (it never reported running)' : '';
-  const message = `submission ${id} is ${from}${why}: it cannot end as ${status}/${reason}`;
-  return new DomainError('TRANSITION_NOT_ALLOWED', message, [
-    {
-      field: 'status',
-      message: `from ${from} a worker may report ${allowed.length > 0 ? allowed.join('; ') : 'no outcome'}`,
-    },
-  ]);
-}
+/** The most reports one transaction applies (whole requests: one batch may bring it past this alone). */
+const MAX_REPORTS_PER_TRANSACTION = 200;
+/** Transactions of reports at once: one can be prepared while another waits for the database. */
+const MAX_IN_FLIGHT = 2;
 
 /**
  * An error a report's own rows may cause (a constraint or a data exception: SQLSTATE classes 23 and 22), rather than
@@ -79,49 +31,45 @@ function causedByData(err: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('23') || code.startsWith('22'));
 }
 
-/** The answer a final report repeated gets: what was recorded, and the retry it made, if any. */
-function finishedAnswer(s: SubmissionFacts, job: JobFacts): CompleteResult {
-  const retried = job.latestSubmissionNum > s.submissionNum;
-  return {
-    submission_id: s.id,
-    status: s.status,
-    termination_reason: required(s.terminationReason, `the termination reason of submission ${s.id}`),
-    retry_submission:
-      retried && job.latestSubmissionNum === s.submissionNum + 1
-        ? { id: job.latestSubmissionId, submission_num: job.latestSubmissionNum }
-        : null,
-  };
+/** A request's reports waiting to be applied, and its answer. */
+interface Queued {
+  items: HeldReport[];
+  resolve: (outcomes: ReportOutcome[]) => void;
+  reject: (err: unknown) => void;
 }
 
 /**
  * What workers report about their submissions: running → heartbeat → complete, one report a request (a single
- * route) or a batch of them. Whatever their number, reports for different submissions are applied together in one
- * transaction, set-based (one statement per step for all of them), each judged and answered exactly as its single
- * route would: locks in LOCK_ORDER (lock-order.ts): submissions with their jobs, billing, counters; statuses follow
- * the commit.
+ * route) or a batch of them.
+ *
+ * The reports of requests arriving together are applied together: while a transaction of reports runs, the
+ * requests that arrive wait, and the next transaction takes all of them (up to MAX_REPORTS_PER_TRANSACTION, at most
+ * MAX_IN_FLIGHT at once), so reports share their statements and commits (ReportApplier: one statement a step for
+ * all). Each report is still judged and answered exactly as its route would; a request answers once its reports'
+ * transaction has committed (and its run statuses settled). A submission's reports take effect in the order they
+ * came: a transaction holds at most one report per submission, the others going to the next transactions (waves).
+ * Should a wave fail for a reason one report's rows cause (a constraint, a data exception), its reports are applied
+ * again one by one, so that report fails alone; a failure of the service itself (the database away) fails every
+ * request of the wave, as each would have failed alone, what earlier waves applied staying applied.
  */
 @Injectable()
 export class WorkerReportsService {
+  private readonly queue: Queued[] = [];
+  private inFlight = 0;
+
   constructor(
     private readonly tx: TransactionRunner,
     private readonly subs: SubmissionsService,
-    private readonly groups: JobGroupViewsService,
-    private readonly runStatus: RunStatusService,
-    private readonly runAccess: RunAccessService,
-    private readonly env: Env,
-    private readonly billing: BillingService,
-    private readonly finisher: JobFinisher,
-    private readonly events: LifecycleEvents,
-    private readonly heartbeats: HeartbeatsService,
+    private readonly applier: ReportApplier,
   ) {}
 
   running(principal: Principal, id: string, body: RunningInput): Promise<RunningAnswer> {
-    return this.one(principal, { kind: 'running', submissionId: id, body }) as Promise<RunningAnswer>;
+    return this.single(principal, { kind: 'running', submissionId: id, body }) as Promise<RunningAnswer>;
   }
 
   /** Renews the lease; answers whether the submission's group (or an ancestor) was cancelled meanwhile. */
   heartbeat(principal: Principal, id: string, body: HeartbeatInput): Promise<HeartbeatAnswer> {
-    return this.one(principal, { kind: 'heartbeat', submissionId: id, body }) as Promise<HeartbeatAnswer>;
+    return this.single(principal, { kind: 'heartbeat', submissionId: id, body }) as Promise<HeartbeatAnswer>;
   }
 
   /**
@@ -131,23 +79,23 @@ export class WorkerReportsService {
    * `TRANSITION_NOT_ALLOWED`. (The (status, reason) pair itself was checked by the DTO.)
    */
   complete(principal: Principal, id: string, body: CompleteInput): Promise<CompleteResult> {
-    return this.one(principal, { kind: 'complete', submissionId: id, body }) as Promise<CompleteResult>;
+    return this.single(principal, { kind: 'complete', submissionId: id, body }) as Promise<CompleteResult>;
   }
 
-  private async one(principal: Principal, report: Report): Promise<RunningAnswer | HeartbeatAnswer | CompleteResult> {
-    const holder = { workerId: report.body.worker_id, userId: principal.userId };
-    const [outcome] = await this.tx.run((m) => this.apply(m, holder, [report]));
+  private async single(
+    principal: Principal,
+    report: Report,
+  ): Promise<RunningAnswer | HeartbeatAnswer | CompleteResult> {
+    const [outcome] = await this.submit([
+      { holder: { workerId: report.body.worker_id, userId: principal.userId }, report },
+    ]);
     if (outcome.error) throw outcome.error;
     return outcome.answer;
   }
 
   /**
    * A batch of one worker's reports, in order: each entry a report, or the error its validation met (answered as
-   * it is). Reports are applied in waves, each wave holding at most one report per submission and applied in one
-   * transaction, so a submission's reports take effect in the order sent; a report's refusal (stale, unknown, a
-   * transition not allowed) is its own answer and never touches the others. Should a wave fail for another reason
-   * (a database error one report's rows cause), its reports are applied again one by one, each as its route would;
-   * a failure of the service itself (the database away) fails the request, the waves before it staying applied.
+   * it is). Each report gets its route's answer; one refused never touches the others.
    */
   async batch(
     principal: Principal,
@@ -155,149 +103,87 @@ export class WorkerReportsService {
     reports: readonly (Report | DomainError)[],
   ): Promise<ReportOutcome[]> {
     const holder = { workerId, userId: principal.userId };
-    const out: ReportOutcome[] = new Array(reports.length);
-    const waves: number[][] = [];
+    const valid = reports.flatMap((r, i) => (r instanceof DomainError ? [] : [{ i, report: r }]));
+    const applied = valid.length > 0 ? await this.submit(valid.map(({ report }) => ({ holder, report }))) : [];
+    const out: ReportOutcome[] = reports.map((r) => ({ error: r as DomainError }));
+    valid.forEach(({ i }, k) => (out[i] = applied[k]));
+    return out;
+  }
+
+  /** Queues a request's reports; resolves with their outcomes once their transactions have committed. */
+  private submit(items: HeldReport[]): Promise<ReportOutcome[]> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ items, resolve, reject });
+      this.pump();
+    });
+  }
+
+  /** Starts transactions while there are queued requests and room for one more in flight. */
+  private pump(): void {
+    while (this.inFlight < MAX_IN_FLIGHT && this.queue.length > 0) {
+      const group: Queued[] = [];
+      let n = 0;
+      while (
+        this.queue.length > 0 &&
+        (group.length === 0 || n + this.queue[0].items.length <= MAX_REPORTS_PER_TRANSACTION)
+      ) {
+        const next = this.queue.shift() as Queued;
+        group.push(next);
+        n += next.items.length;
+      }
+      this.inFlight++;
+      void this.apply(group).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  /** Applies a group of requests' reports, wave after wave, and answers each request. */
+  private async apply(group: Queued[]): Promise<void> {
+    const outcomes = group.map((q) => new Array<ReportOutcome>(q.items.length));
+    const failed = new Map<Queued, unknown>();
+    // Wave w holds the w-th report of each submission, in the order they came.
+    const waves: { k: number; j: number }[][] = [];
     const seen = new Map<string, number>();
-    reports.forEach((r, i) => {
-      if (r instanceof DomainError) return void (out[i] = { error: r });
-      const wave = seen.get(r.submissionId) ?? 0;
-      seen.set(r.submissionId, wave + 1);
-      (waves[wave] ??= []).push(i);
-    });
-    for (const wave of waves) {
-      const mine = wave.map((i) => reports[i] as Report);
-      let outcomes: ReportOutcome[];
-      try {
-        outcomes = await this.tx.run((m) => this.apply(m, holder, mine));
-      } catch (err) {
-        if (!causedByData(err)) throw err;
-        outcomes = [];
-        for (const r of mine) outcomes.push((await this.tx.run((m) => this.apply(m, holder, [r])))[0]);
-      }
-      wave.forEach((i, k) => (out[i] = outcomes[k]));
-    }
-    return out;
-  }
-
-  /**
-   * Reports for distinct submissions of one worker, in the caller's transaction: the submissions and their jobs
-   * locked in one statement, each report judged as its route would, then the accepted ones applied set-based:
-   * heartbeats, then final reports (billing closed, outcomes counted), then starts.
-   */
-  async apply(m: EntityManager, holder: Holder, reports: readonly Report[]): Promise<ReportOutcome[]> {
-    // Heartbeats lock their submissions alone: a running job's row may be held FOR SHARE a while by an add-jobs
-    // request naming it as a parent, and a heartbeat must not wait for that.
-    const locked = await this.subs.lockWithJobs(
-      m,
-      reports.filter((r) => r.kind !== 'heartbeat').map((r) => r.submissionId),
+    group.forEach((q, k) =>
+      q.items.forEach(({ report }, j) => {
+        const wave = seen.get(report.submissionId) ?? 0;
+        seen.set(report.submissionId, wave + 1);
+        (waves[wave] ??= []).push({ k, j });
+      }),
     );
-    const beating = await this.subs.lockSubmissions(
-      m,
-      reports.filter((r) => r.kind === 'heartbeat').map((r) => r.submissionId),
-    );
-    const heartbeatFacts = new Map(beating.map((s) => [s.id, s]));
-    const out: ReportOutcome[] = new Array(reports.length);
-    const starts: { i: number; s: SubmissionFacts; job: JobFacts; provisioningData: Record<string, unknown> | null }[] =
-      [];
-    const beats: { i: number; s: SubmissionFacts; runtimeData: Record<string, unknown> | null }[] = [];
-    const finishes: (FinishItem & { i: number })[] = [];
-    reports.forEach((r, i) => {
-      try {
-        if (r.kind === 'heartbeat') {
-          const s = owned(heartbeatFacts.get(r.submissionId), r.submissionId, holder);
-          if (isFinished(s.status)) throw stale(`submission ${s.id} is already ${s.status}`);
-          return void beats.push({ i, s, runtimeData: r.body.runtime_data ?? null });
+    try {
+      for (const wave of waves) {
+        const items = wave.map(({ k, j }) => group[k].items[j]);
+        let results: ReportOutcome[];
+        try {
+          results = await this.tx.run((m) => this.applier.apply(m, items));
+        } catch (err) {
+          if (!causedByData(err)) throw err;
+          results = [];
+          for (const [x, item] of items.entries()) {
+            try {
+              results.push((await this.tx.run((m) => this.applier.apply(m, [item])))[0]);
+            } catch (alone) {
+              if (!causedByData(alone)) throw alone;
+              // This report's rows fail it: its request fails as it would have alone, the others go on.
+              failed.set(group[wave[x].k], alone);
+              results.push({ error: new DomainError('CONFLICT', 'this report could not be applied') });
+            }
+          }
         }
-        const found = locked.get(r.submissionId);
-        const s = owned(found?.submission, r.submissionId, holder);
-        const job = required(found, `submission ${r.submissionId}`).job;
-        if (r.kind === 'running') {
-          if (s.status === 'running')
-            out[i] = { answer: { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null } };
-          else if (!isAllowedTransition(s.status, 'running'))
-            throw stale(`submission ${s.id} is ${s.status}, not provisioning`);
-          else starts.push({ i, s, job, provisioningData: r.body.provisioning_data ?? null });
-        } else {
-          const { status, termination_reason: reason } = r.body;
-          if (isFinished(s.status)) {
-            if (s.status === status && s.terminationReason === reason) out[i] = { answer: finishedAnswer(s, job) };
-            else throw stale(`submission ${s.id} already finished as ${s.status} (${s.terminationReason})`);
-          } else if (job.latestSubmissionId !== s.id) throw stale(`submission ${s.id} is not the latest of its job`);
-          else if (
-            !(HELD_STATUSES as readonly string[]).includes(s.status) ||
-            !isAllowedTransition(s.status, status, reason)
-          )
-            throw transitionRefused(s.id, s.status, status, reason);
-          else
-            finishes.push({
-              i,
-              submission: s,
-              job,
-              status,
-              reason,
-              exitStatus: r.body.exit_status ?? null,
-              runtimeData: r.body.runtime_data ?? null,
-            });
-        }
-      } catch (err) {
-        if (!(err instanceof DomainError)) throw err;
-        out[i] = { error: err };
+        wave.forEach(({ k, j }, x) => (outcomes[k][j] = results[x]));
       }
+    } catch (err) {
+      for (const q of group) q.reject(err);
+      return;
+    }
+    group.forEach((q, k) => {
+      const err = failed.get(q);
+      if (err !== undefined) q.reject(err);
+      else q.resolve(outcomes[k]);
     });
-    const beaten = await this.heartbeats.beat(m, beats);
-    beats.forEach((b, k) => (out[b.i] = { answer: beaten[k] }));
-    const finished = await this.finisher.finishAll(m, finishes);
-    finishes.forEach((f, k) => (out[f.i] = { answer: finished[k] }));
-    const started = await this.start(m, starts);
-    starts.forEach((st, k) => (out[st.i] = { answer: started[k] }));
-    return out;
-  }
-
-  /**
-   * Starts attempts (submissions locked, each held and provisioning): submissions and jobs `running` with fresh
-   * leases, billing's clocks started with the pinned quantities, the runs' active counts moved, their events.
-   */
-  private async start(
-    m: EntityManager,
-    items: readonly { s: SubmissionFacts; provisioningData: Record<string, unknown> | null }[],
-  ): Promise<RunningAnswer[]> {
-    if (items.length === 0) return [];
-    const started = await this.subs.startAll(
-      m,
-      items.map((i) => ({ id: i.s.id, jobId: i.s.jobId, provisioningData: i.provisioningData })),
-      this.env.RUNPLANE_LEASE_SECONDS,
-    );
-    const runIds = [...new Set(items.map((i) => i.s.runId))].sort();
-    const owners = await this.runAccess.ownersOf(m, runIds);
-    const chains = new Map<string, number[]>();
-    for (const runId of runIds) {
-      const groupIds = [...new Set(items.filter((i) => i.s.runId === runId).map((i) => i.s.jobGroupId))];
-      for (const [g, chain] of await this.groups.chainsOf(m, runId, groupIds)) chains.set(`${runId}/${g}`, chain);
-    }
-    await this.billing.startAttempts(
-      m,
-      items.map(({ s }) => ({
-        submissionId: s.id,
-        runId: s.runId,
-        jobId: s.jobId,
-        ...required(owners.get(s.runId), `the owner of run ${s.runId}`),
-        jobGroupIds: required(chains.get(`${s.runId}/${s.jobGroupId}`), `the chain of group ${s.jobGroupId}`),
-        requested: required(started.get(s.id), `the start of submission ${s.id}`).resources,
-      })),
-    );
-    for (const runId of runIds) {
-      const n = items.filter((i) => i.s.runId === runId).length;
-      await this.runStatus.moveActive(m, runId, { nProvisioning: -n, nRunning: n });
-    }
-    await this.events.jobs(
-      m,
-      items.map((i) => i.s),
-      'running',
-    );
-    return items.map((i) => ({
-      status: 'running',
-      lease_expires_at: required(started.get(i.s.id), `the start of submission ${i.s.id}`).leaseExpiresAt.toISOString(),
-    }));
   }
 
   /**

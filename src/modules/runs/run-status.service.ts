@@ -18,6 +18,9 @@ import { required } from '../../common/required';
 import { type DerivedRunStatus, deriveRunStatus, FINISHED_RUN_STATUSES } from './dto/run-status';
 import { RunsRepository } from './runs.repository';
 
+/** How many times a failed settle is tried again before the loop is left to mend it. */
+const SETTLE_RETRIES = 8;
+
 /** Runs (each with groups of it) whose status a transaction may have moved. */
 type Touched = Map<string, Set<number>>;
 
@@ -43,8 +46,8 @@ function merge(into: Touched, from: Touched): void {
  * last transaction to commit sees every commit before its settle, so the recorded status always ends where the
  * counters are; the request waits for its settle before it answers, so its caller reads its own changes. Concurrent
  * settles in one process share their reads (one pass serves every request that committed before it began). A
- * process that dies between a commit and its settle leaves a status behind for at most one pass of the
- * `run_status_settle` loop, which settles unfinished runs.
+ * process that dies between a commit and its settle leaves a status behind until the `run_status_settle` loop
+ * (every 2 s, a slice of unfinished runs) reaches the run; a settle that fails is tried again a few times first.
  */
 @Injectable()
 export class RunStatusService implements OnModuleInit {
@@ -67,7 +70,7 @@ export class RunStatusService implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    this.loops.register({ name: 'run_status_settle', everyMs: 5000, pass: () => this.settleUnfinished(500) });
+    this.loops.register({ name: 'run_status_settle', everyMs: 2000, pass: () => this.settleUnfinished(500) });
   }
 
   /**
@@ -113,7 +116,7 @@ export class RunStatusService implements OnModuleInit {
         try {
           await this.pass(work);
         } catch (err) {
-          this.logger.warn({ err }, 'settling run statuses failed; the run_status_settle loop will retry');
+          this.retryLater(work, err);
         } finally {
           for (const resolve of waiting) resolve();
         }
@@ -121,6 +124,21 @@ export class RunStatusService implements OnModuleInit {
     } finally {
       this.draining = false;
     }
+  }
+
+  /**
+   * A pass that failed (the database away a moment, a session terminated) is tried again a few times, 0.1 s, 0.2 s,
+   * ... apart; its requests have their answers already (their commits stand). Past that, the loop mends the runs.
+   */
+  private retryLater(work: Touched, err: unknown, attempt = 1): void {
+    if (attempt > SETTLE_RETRIES) {
+      this.logger.warn({ err }, 'settling run statuses failed; the run_status_settle loop will mend them');
+      return;
+    }
+    const timer = setTimeout(() => {
+      this.pass(work).catch((again: unknown) => this.retryLater(work, again, attempt + 1));
+    }, 100 * attempt);
+    timer.unref();
   }
 
   /** Reads what moved (no lock; two statements for the whole pass), then settles each such run in a transaction. */

@@ -91,7 +91,9 @@ export class RunsRepository {
   /** The recorded status of runs (what a settle compares the derived one with). */
   statusesOf(m: EntityManager, runIds: string[]): Promise<({ id: string } & DerivedRunStatus)[]> {
     if (runIds.length === 0) return Promise.resolve([]);
-    return m.query(
+    return preparedQuery(
+      m,
+      'runs_statuses_of',
       `SELECT id, status, status_message AS "statusMessage", termination_reason AS "terminationReason"
          FROM runs WHERE id = ANY($1::uuid[])`,
       [runIds],

@@ -14,13 +14,27 @@ import {
 import { describeRealPostgres, uniqueName } from '../support/test-app';
 
 /**
- * The one-statement finish: locks the submission and its job and finishes both only when the caller holds the
- * submission (worker id and account), its status allows the outcome, and it is the job's latest; otherwise it
- * changes nothing, but still returns the facts and keeps both rows locked for the caller to decide why.
+ * The one-statement lock and finish: locks the reports' submissions and their jobs, and finishes each only when
+ * the caller holds the submission (worker id and account), its status allows the outcome, and it is the job's
+ * latest; otherwise it changes nothing, but still returns the facts and keeps both rows locked for the caller to
+ * decide why.
  */
-describe('SubmissionsRepository.finishIfLatest', () => {
+describe('SubmissionsRepository.lockAndFinish', () => {
   let ds: DataSource;
   const repo = new SubmissionsRepository();
+  /** One report: the facts and whether it finished, or null for an unknown submission. */
+  const finishOne = async (
+    m: EntityManager,
+    id: string,
+    holder: { workerId: string; userId: string },
+    from: SubmissionStatus[],
+    status: SubmissionStatus,
+    reason: string,
+    exitStatus: number,
+  ) =>
+    (await repo.lockAndFinish(m, [id], [{ id, holder, status, reason, exitStatus, runtimeData: null, from }])).get(
+      id,
+    ) ?? null;
   const FROM_STARTED: SubmissionStatus[] = ['running', 'terminating'];
   const DONE = { status: 'done', reason: 'done_by_runner' } as const;
   beforeAll(async () => {
@@ -72,7 +86,7 @@ describe('SubmissionsRepository.finishIfLatest', () => {
     await inRolledBackTransaction(ds, async (m) => {
       const s = await seed(m);
       const before = await rows(m, s);
-      const got = await repo.finishIfLatest(
+      const got = await finishOne(
         m,
         s.latest,
         { workerId: 'w-1', userId: s.serviceId },
@@ -156,7 +170,7 @@ describe('SubmissionsRepository.finishIfLatest', () => {
       const before = await rows(m, s);
       const id = r.which === 'latest' ? s.latest : s.first;
       const userId = r.otherAccount ? '00000000-0000-4000-8000-000000000000' : s.serviceId;
-      const got = await repo.finishIfLatest(m, id, { workerId: r.workerId, userId }, r.from, r.status, r.reason, 0);
+      const got = await finishOne(m, id, { workerId: r.workerId, userId }, r.from, r.status, r.reason, 0);
       expect(got).toMatchObject({
         finished: false,
         submission: { id },
@@ -170,9 +184,9 @@ describe('SubmissionsRepository.finishIfLatest', () => {
     await inRolledBackTransaction(ds, async (m) => {
       const s = await seed(m);
       const holder = { workerId: 'w-1', userId: s.serviceId };
-      await repo.finishIfLatest(m, s.latest, holder, FROM_STARTED, 'done', 'done_by_runner', 0);
+      await finishOne(m, s.latest, holder, FROM_STARTED, 'done', 'done_by_runner', 0);
       const before = await rows(m, s);
-      const again = await repo.finishIfLatest(m, s.latest, holder, FROM_STARTED, 'failed', 'executor_error', 1);
+      const again = await finishOne(m, s.latest, holder, FROM_STARTED, 'failed', 'executor_error', 1);
       expect(again).toMatchObject({
         finished: false,
         submission: { status: 'done', terminationReason: 'done_by_runner' },
@@ -181,10 +195,46 @@ describe('SubmissionsRepository.finishIfLatest', () => {
     });
   });
 
+  it('several reports in one statement: each finished or left as it stands, on its own', async () => {
+    await inRolledBackTransaction(ds, async (m) => {
+      const a = await seed(m);
+      const b = await seed(m);
+      const holder = { workerId: 'w-1', userId: a.serviceId };
+      const report = (id: string, from: SubmissionStatus[]) => ({
+        id,
+        holder,
+        ...DONE,
+        exitStatus: 0,
+        runtimeData: { wall_s: 1 },
+        from,
+      });
+      // b's account is another one: its report is refused, a's goes through.
+      const got = await repo.lockAndFinish(
+        m,
+        [a.latest, b.latest, b.first],
+        [report(a.latest, FROM_STARTED), report(b.latest, FROM_STARTED)],
+      );
+      expect([...got.keys()].sort()).toEqual([a.latest, b.latest, b.first].sort());
+      expect([a.latest, b.latest, b.first].map((id) => got.get(id)?.finished)).toEqual([true, false, false]);
+      const statuses = await m.query(
+        `SELECT id, status, runtime_data::text AS data FROM job_submissions WHERE id = ANY($1::uuid[])`,
+        [[a.latest, b.latest]],
+      );
+      expect(
+        Object.fromEntries(
+          statuses.map((r: { id: string; status: string; data: string }) => [r.id, [r.status, r.data]]),
+        ),
+      ).toEqual({
+        [a.latest]: ['done', '{"wall_s":1}'],
+        [b.latest]: ['running', null],
+      });
+    });
+  });
+
   it('an unknown submission: null', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       expect(
-        await repo.finishIfLatest(
+        await finishOne(
           m,
           '00000000-0000-4000-8000-000000000000',
           { workerId: 'w-1', userId: '00000000-0000-4000-8000-000000000000' },
@@ -216,7 +266,7 @@ describe('SubmissionsRepository.finishIfLatest', () => {
       ];
       const tx = await openTransaction(ds);
       try {
-        const got = await repo.finishIfLatest(
+        const got = await finishOne(
           tx.manager,
           s.latest,
           { workerId, userId: s.serviceId },
