@@ -104,7 +104,7 @@ export class JobsService implements OnModuleInit {
       jobs.push(...rows.slice(0, jobsLimit));
     }
     // The newest submission is the one the job row points at: for n = 0 (shown as latest only) and n = 1 it is read
-    // by that pointer; deeper pages walk the history index.
+    // by that pointer; deeper pages read down the history index from it.
     const byPointer = n === 0 || n === 1;
     const newestByJob = byPointer ? await this.latest.newestOf(jobs, documents, m) : undefined;
     const submissions = byPointer
