@@ -86,6 +86,7 @@ export const OWN_DATABASES = [
   'heartbeats',
   'workerlogs',
   'cli',
+  'terminal',
   'console',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
