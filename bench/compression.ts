@@ -2,7 +2,7 @@ import { request as httpRequest, Agent } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { brotliCompressSync, constants, gzipSync } from 'node:zlib';
 import { BROTLI_QUALITY, GZIP_LEVEL } from '../src/common/http/compress-json';
-import { bigJobSpec } from './runs-list';
+import { bigJobSpec } from './runs-list-data';
 import { BenchEnv, fmtBytes, fmtInt, fmtRatio, log, median, printTable, QUICK, TargetResult } from './support';
 
 const RUNS = QUICK ? 20 : 100;

@@ -56,7 +56,8 @@ async function main(argv: string[]): Promise<number> {
         '  env: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), ' +
         'BENCH_QUICK=1 (small shapes, to check the scripts), BENCH_ITERATIONS (timed iterations),\n' +
         '       BENCH_H_LEVELS (runs-list history levels, default 1,10,100,1000), ' +
-        'BENCH_EXPLAIN=1 (runs-list: EXPLAIN ANALYZE of the SQL contenders at the deepest H)',
+        'BENCH_EXPLAIN=1 (runs-list: EXPLAIN ANALYZE of the SQL contenders at the deepest H),\n' +
+        '       BENCH_RUNS_LIST_PARTS (levels,bytes: the history levels, issue #19 page bytes on a server of its own)',
     );
     return 0;
   }

@@ -1,6 +1,9 @@
-import { randomBytes, randomInt } from 'node:crypto';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { PoolClient } from 'pg';
+import { required } from '../src/common/required';
+import { runListBytes } from './runs-list-bytes';
+import { FOLDED_REASON, growHistory, JobSet, numberOf, prepareHelpers, submitRuns } from './runs-list-data';
+import { ServerUnderTest } from './server-under-test';
 import {
   BenchEnv,
   fmtBytes,
@@ -15,13 +18,13 @@ import {
   TargetResult,
   verdict,
 } from './support';
-import { required } from '../src/common/required';
 
 /**
  * Runs list (targets.md, "Runs list"): GET /projects/{p}/runs?limit=100&job_submissions_limit=N end to end over HTTP,
  * against two raw-SQL baselines on the same database in the same run (dstack's window query, twice, and the seed's
  * GROUP BY proposal), as history per job grows H = 1 → 10 → 100 → 1000 on the same 100 runs × 4 jobs. The flat
- * targets time those runs at the deepest H against twins kept at H = N (BASE_PROJECTS) in the same loop.
+ * targets time those runs at the deepest H against twins kept at H = N (BASE_PROJECTS) in the same loop. Then issue
+ * #19's page bytes against a server in a process of its own (runs-list-bytes.ts).
  */
 
 const SUITE = 'runs-list';
@@ -33,8 +36,6 @@ const BACKGROUND_PROJECT = 'bench-background';
  * machine's drift between phases minutes apart out of that ratio (targets.md: every target side by side in one run).
  */
 const BASE_PROJECTS: Record<number, string> = { 1: 'bench-list-h1', 10: 'bench-list-h10' };
-/** Which runs a bench job belongs to: the listed runs, the background, or a shallow twin (history H = N). */
-type JobSet = 'listed' | 'background' | 'h1' | 'h10';
 const LISTED_RUNS = QUICK ? 20 : 100;
 const BACKGROUND_RUNS = QUICK ? 20 : 200;
 /** History of the background runs' jobs (half with gaps), loaded once. */
@@ -52,104 +53,6 @@ const EXACT_NS = [1, 3, 10];
 const TIMED_NS = [1, 10];
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS) || (QUICK ? 5 : 20);
 const WARMUP = QUICK ? 1 : 3;
-const PAYLOADS = 1000;
-/** Old submissions ran and were interrupted (they carry provisioning/runtime data); the run retries on no_capacity. */
-const FAILED_REASON = 'interrupted_by_no_capacity';
-/** What the gaps stand for: no-capacity submissions that never ran, folded into the job's counts (product.md). */
-const FOLDED_REASON = 'failed_to_start_due_to_no_capacity';
-const RETRY = { on_events: ['no_capacity'], duration_s: 7 * 24 * 3600 };
-
-/** Submission number of the k-th existing submission (k from 0): gapped jobs skip every 3rd number (2, 5, 8, ...). */
-const numberOf = (k: number, gapped: boolean) => (gapped ? k + Math.floor(k / 2) : k);
-const SQL_NUMBER_OF = (k: string) => `(${k} + CASE WHEN b.gapped THEN ${k} / 2 ELSE 0 END)`;
-
-const hex = (bytes: number) => randomBytes(bytes).toString('hex');
-const pick = <T>(xs: readonly T[]): T => xs[randomInt(xs.length)];
-
-/** A job spec of ~2.5–3.5 KB: a few commands and an environment of hashes, tokens and paths. */
-export function bigJobSpec(i: number): Record<string, unknown> {
-  const env: Record<string, string> = {};
-  for (let k = 0; k < 28; k++)
-    env[`BENCH_VAR_${k}_${pick(['PATH', 'TOKEN', 'URL', 'HASH', 'MODE'])}`] =
-      `${pick(['s3://bucket/', 'https://hub.example/', '/mnt/data/', ''])}${hex(24 + randomInt(16))}`;
-  return {
-    commands: [
-      'pip install -r requirements.txt',
-      `python train.py --config configs/exp-${i}.yaml --seed ${randomInt(1e6)} --output /mnt/out/${hex(8)}`,
-      `python eval.py --checkpoint /mnt/out/${hex(8)}/last.ckpt --report /mnt/out/report-${hex(6)}.json`,
-    ],
-    image: 'ghcr.io/example/trainer:2026.07.1-cuda12.4',
-    env,
-    resources: { cpu: 1, memory_mib: 1024 },
-    max_duration_s: 86400,
-  };
-}
-
-/** provisioning_data and runtime_data shaped like dstack's, 2–5 KB together (JSON text). */
-function payload(): { pd: Record<string, unknown>; rd: Record<string, unknown> } {
-  const region = pick(['us-east-1', 'us-west-2', 'eu-west-1', 'eu-central-1', 'ap-northeast-1']);
-  const gpu = pick(['A10G', 'L4', 'A100', 'H100', 'T4']);
-  const pd = {
-    backend: pick(['aws', 'gcp', 'azure', 'runpod', 'lambda']),
-    region,
-    availability_zone: `${region}${pick(['a', 'b', 'c'])}`,
-    instance_type: {
-      name: pick(['g5.2xlarge', 'g6.xlarge', 'p4d.24xlarge', 'p5.48xlarge', 'g4dn.xlarge']),
-      resources: {
-        cpus: pick([4, 8, 16, 96]),
-        memory_mib: pick([16384, 32768, 65536, 1179648]),
-        gpus: Array.from({ length: pick([1, 1, 2, 4, 8]) }, () => ({
-          name: gpu,
-          memory_mib: pick([16384, 24576, 40960, 81920]),
-          vendor: 'nvidia',
-        })),
-        spot: randomInt(2) === 1,
-        disk: { size_mib: pick([102400, 204800, 512000]) },
-        description: `${gpu} instance with local NVMe, EFA networking and ${pick([1, 2, 4])} ENIs`,
-      },
-    },
-    instance_id: `i-${hex(9)}`,
-    hostname: `ip-10-${randomInt(256)}-${randomInt(256)}-${randomInt(256)}.${region}.compute.internal`,
-    internal_ip: `10.${randomInt(256)}.${randomInt(256)}.${randomInt(256)}`,
-    public_ip: `${randomInt(256)}.${randomInt(256)}.${randomInt(256)}.${randomInt(256)}`,
-    price: Number((Math.random() * 40).toFixed(4)),
-    username: 'ubuntu',
-    ssh_port: 22,
-    dockerized: true,
-    ssh_proxy: null,
-    backend_data: JSON.stringify({
-      reservation_id: hex(10),
-      placement_group: `pg-${hex(6)}`,
-      launch_template: hex(40),
-      tags: Array.from({ length: 6 }, () => hex(12)),
-    }),
-    reservation: null,
-    volumes: Array.from({ length: 1 + randomInt(3) }, () => ({
-      volume_id: `vol-${hex(9)}`,
-      device_name: `/dev/sd${pick(['f', 'g', 'h'])}`,
-      size_gb: pick([100, 500, 1000]),
-    })),
-  };
-  const rd = {
-    network_mode: pick(['host', 'bridge']),
-    ports: Object.fromEntries(
-      Array.from({ length: 2 + randomInt(4) }, (_, i) => [String(8000 + i), 30000 + randomInt(30000)]),
-    ),
-    volume_names: Array.from({ length: 1 + randomInt(3) }, () => `vol-${hex(6)}`),
-    working_dir: `/workflow/${hex(6)}`,
-    username: 'root',
-    offer: {
-      price: Number((Math.random() * 40).toFixed(4)),
-      availability: 'available',
-      instance: { name: gpu, region },
-      blocks: 1,
-      total_blocks: 1,
-    },
-    // Free-form runner state: sized so that the two documents together span 2–5 KB.
-    runner_state: Array.from({ length: 7 + randomInt(24) }, () => ({ key: hex(6), value: hex(16 + randomInt(16)) })),
-  };
-  return { pd, rd };
-}
 
 interface ListJob {
   id: string;
@@ -170,22 +73,6 @@ interface ListPage {
   next_cursor: string | null;
 }
 
-async function inTransaction<T>(env: BenchEnv, fn: (c: PoolClient) => Promise<T>): Promise<T> {
-  const c = await env.pool.connect();
-  try {
-    await c.query('BEGIN');
-    await c.query('SET LOCAL synchronous_commit = off'); // bulk generation only; the app's own writes are untouched
-    const out = await fn(c);
-    await c.query('COMMIT');
-    return out;
-  } catch (err) {
-    await c.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    c.release();
-  }
-}
-
 const PROJECT_OF: Record<JobSet, string> = {
   listed: LISTED_PROJECT,
   background: BACKGROUND_PROJECT,
@@ -194,8 +81,7 @@ const PROJECT_OF: Record<JobSet, string> = {
 };
 
 /** Runs through the API: the listed project's runs interleaved with the background project's and the twins'. */
-async function submitRuns(env: BenchEnv): Promise<Map<string, JobSet>> {
-  const setOfRun = new Map<string, JobSet>();
+function runsPlan(): { project: string; set: JobSet }[] {
   // Interleaved, as runs of different projects arrive over time: k background runs, then a listed one and one of
   // each twin, and so on.
   const plan: JobSet[] = [];
@@ -206,160 +92,7 @@ async function submitRuns(env: BenchEnv): Promise<Map<string, JobSet>> {
     plan.push('listed', 'h1', 'h10');
   }
   for (; bg < BACKGROUND_RUNS; bg++) plan.push('background');
-  // A few requests in flight at once (the server has a pool of 10), in plan order.
-  let next = 0;
-  const worker = async () => {
-    while (next < plan.length) {
-      const i = next++;
-      const project = PROJECT_OF[plan[i]];
-      const res = await env.http<{ id: string; jobs: unknown[] }>(
-        'POST',
-        `/api/v1/projects/${project}/runs`,
-        { retry: RETRY, jobs: [0, 1].map((j) => ({ name: `train-${j}`, spec: bigJobSpec(i * 2 + j), replicas: 2 })) },
-        201,
-      );
-      if (res.body.jobs.length !== 4)
-        throw new Error(`run submission returned ${res.body.jobs.length} jobs, expected 4`);
-      setOfRun.set(res.body.id, plan[i]);
-    }
-  };
-  await Promise.all([worker(), worker(), worker()]);
-  return setOfRun;
-}
-
-/** Bench-only helper tables: which set each job is in and whether it is gapped, and a pool of JSON documents. */
-async function prepareHelpers(env: BenchEnv, setOfRun: Map<string, JobSet>): Promise<void> {
-  await inTransaction(env, async (c) => {
-    await c.query(
-      `CREATE TABLE bench_jobs (job_id uuid PRIMARY KEY, run_id uuid NOT NULL, set text NOT NULL,
-                               gapped boolean NOT NULL, salt int NOT NULL)`,
-    );
-    // Half of the jobs of each set get gaps: alternate jobs in (run, job_num, replica_num) order.
-    await c.query(
-      `INSERT INTO bench_jobs (job_id, run_id, set, gapped, salt)
-       SELECT j.id, j.run_id, rs.set,
-              row_number() OVER (PARTITION BY rs.set ORDER BY r.submitted_at, r.id, j.job_num, j.replica_num) % 2 = 0,
-              abs(hashtext(j.id::text)) % ${PAYLOADS}
-         FROM jobs j JOIN runs r ON r.id = j.run_id
-           JOIN unnest($1::uuid[], $2::text[]) AS rs(run_id, set) ON rs.run_id = j.run_id`,
-      [[...setOfRun.keys()], [...setOfRun.values()]],
-    );
-    await c.query(`CREATE TABLE bench_payloads (i int PRIMARY KEY, pd json NOT NULL, rd json NOT NULL)`);
-    const docs = Array.from({ length: PAYLOADS }, payload);
-    await c.query(`INSERT INTO bench_payloads (i, pd, rd) SELECT * FROM unnest($1::int[], $2::json[], $3::json[])`, [
-      docs.map((_, i) => i),
-      docs.map((d) => JSON.stringify(d.pd)),
-      docs.map((d) => JSON.stringify(d.rd)),
-    ]);
-  });
-}
-
-/**
- * Gives every job of the chosen set history up to `toH` existing submissions, from `fromH`, writing what the app's
- * own retry path writes: the previous latest becomes a finished no-capacity interruption,
- * the new ones are finished the same way except the newest (running, as after claim + running), and the job rows'
- * facts follow the app's model: latest id/num and status from the newest row, submission_count = every submission
- * ever made (latest num + 1), the gaps counted in folded_submissions, termination_reason = the last one recorded
- * (the retry path copies the previous submission's). Runs get their active counts and derived status.
- * fromH = 0 means "submission 0 exists (written by the API) and only gets its payload and running state".
- * Afterwards the app's own GET /admin/v1/invariants must report nothing.
- */
-async function growHistory(env: BenchEnv, set: JobSet, fromH: number, toH: number): Promise<void> {
-  await inTransaction(env, async (c) => {
-    if (fromH === 0) {
-      await c.query(
-        `UPDATE job_submissions s
-            SET status = 'running', claimed_at = s.submitted_at + interval '5 s',
-                started_at = s.submitted_at + interval '40 s',
-                worker_id = 'worker-' || (b.salt % 16), lease_expires_at = now() + interval '1 hour',
-                last_heartbeat_at = now(),
-                provisioning_data = p.pd, runtime_data = p.rd
-           FROM bench_jobs b JOIN bench_payloads p ON p.i = b.salt
-          WHERE s.job_id = b.job_id AND b.set = $1::text AND s.submission_num = 0`,
-        [set],
-      );
-    } else {
-      await c.query(
-        `UPDATE job_submissions s
-            SET status = 'failed', termination_reason = '${FAILED_REASON}',
-                finished_at = s.submitted_at + interval '3 min',
-                exit_status = NULL, lease_expires_at = NULL
-           FROM jobs j JOIN bench_jobs b ON b.job_id = j.id
-          WHERE s.id = j.latest_submission_id AND b.set = $1::text`,
-        [set],
-      );
-      // Ordered by k first: a job's submissions are spread over the table as they would be over time.
-      await c.query(
-        `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, termination_reason,
-                                      exit_status, priority, cpu, memory_mib, gpu, submitted_at, claimed_at,
-                                      started_at, finished_at, worker_id, lease_expires_at, last_heartbeat_at,
-                                      provisioning_data, runtime_data)
-         SELECT gen_random_uuid(), j.id, j.run_id, j.job_group_id, ${SQL_NUMBER_OF('k')},
-                CASE WHEN k = $3::int - 1 THEN 'running' ELSE 'failed' END,
-                CASE WHEN k = $3::int - 1 THEN NULL ELSE '${FAILED_REASON}' END,
-                NULL, 0, 1, 1024, 0,
-                now() - interval '1 hour' * ($4::int - k), now() - interval '1 hour' * ($4::int - k) + interval '5 s',
-                now() - interval '1 hour' * ($4::int - k) + interval '40 s',
-                CASE WHEN k = $3::int - 1 THEN NULL
-                  ELSE now() - interval '1 hour' * ($4::int - k) + interval '3 min' END,
-                'worker-' || ((b.salt + k) % 16),
-                CASE WHEN k = $3::int - 1 THEN now() + interval '1 hour' END,
-                now() - interval '1 hour' * ($4::int - k) + interval '2 min',
-                p.pd, p.rd
-           FROM jobs j
-           JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
-           CROSS JOIN generate_series($2::int, $3::int - 1) AS k
-           JOIN bench_payloads p ON p.i = (b.salt + k) % ${PAYLOADS}
-          ORDER BY k, j.id`,
-        [set, fromH, toH, H_MAX + 1],
-      );
-    }
-    await c.query(
-      `UPDATE jobs j
-          SET latest_submission_id = l.id, latest_submission_num = l.submission_num, status = l.status,
-              termination_reason = coalesce(l.termination_reason, t.termination_reason),
-              submission_count = l.submission_num + 1,
-              folded_submissions = CASE WHEN l.submission_num + 1 > n.count
-                                        THEN jsonb_build_object('${FOLDED_REASON}', l.submission_num + 1 - n.count)
-                                          ELSE '{}' END
-         FROM bench_jobs b
-        CROSS JOIN LATERAL (SELECT s.id, s.submission_num, s.status, s.termination_reason FROM job_submissions s
-                             WHERE s.job_id = b.job_id ORDER BY s.submission_num DESC LIMIT 1) l
-        CROSS JOIN LATERAL (SELECT count(*)::int AS count FROM job_submissions s WHERE s.job_id = b.job_id) n
-         LEFT JOIN LATERAL (SELECT s.termination_reason FROM job_submissions s
-                             WHERE s.job_id = b.job_id AND s.termination_reason IS NOT NULL
-                               ORDER BY s.submission_num DESC LIMIT 1) t ON true
-        WHERE j.id = b.job_id AND b.set = $1::text`,
-      [set],
-    );
-    // Every job runs its newest submission: keep the runs' active counts (on their root groups' counters) and
-    // status in line with that.
-    const running = `SELECT j.run_id, count(*)::int AS n FROM jobs j
-                       JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
-                      WHERE j.status = 'running' GROUP BY j.run_id`;
-    await c.query(
-      `UPDATE job_group_counters c
-          SET n_provisioning = 0, n_running = CASE WHEN c.token = 0 THEN x.n ELSE 0 END, n_retrying = 0
-         FROM (${running}) x WHERE c.run_id = x.run_id AND c.job_group_id = 0`,
-      [set],
-    );
-    await c.query(
-      `UPDATE runs r SET status = 'running', status_message = NULL, termination_reason = NULL FROM (${running}) x
-         WHERE r.id = x.run_id`,
-      [set],
-    );
-    // The shape is what we say it is, or we stop here.
-    const { rows } = await c.query(
-      `SELECT count(*)::int AS bad FROM jobs j JOIN bench_jobs b ON b.job_id = j.id AND b.set = $1::text
-        WHERE j.latest_submission_num <> ${SQL_NUMBER_OF('($2::int - 1)')}
-          OR j.submission_count <> j.latest_submission_num + 1 OR j.status <> 'running'
-           OR (SELECT count(*) FROM job_submissions s WHERE s.job_id = j.id) <> $2::int`,
-      [set, toH],
-    );
-    if (rows[0].bad !== 0) throw new Error(`data generation: ${rows[0].bad} jobs do not have H=${toH} as intended`);
-  });
-  // VACUUM too, not only ANALYZE: as autovacuum would have by then; gives every contender index-only scans.
-  await env.pool.query('VACUUM (ANALYZE) job_submissions, jobs, runs');
+  return plan.map((set) => ({ project: PROJECT_OF[set], set }));
 }
 
 /** The N newest existing submissions of every listed job, ascending, by brute force: all of them, sorted in JS. */
@@ -433,6 +166,13 @@ async function checkExact(
         const newest = want[want.length - 1];
         if (job.latest_job_submission?.id !== newest)
           problems.push(`job ${job.id}: latest_job_submission ${job.latest_job_submission?.id} ≠ newest ${newest}`);
+        // Default fields: the documents on the newest submission only, once (not again on latest_job_submission).
+        const documents = job.job_submissions.map((s) => 'runtime_data' in s);
+        if (
+          documents.some((d, i) => d !== (i === documents.length - 1)) ||
+          'runtime_data' in (job.latest_job_submission ?? {})
+        )
+          problems.push(`job ${job.id}: documents on [${documents.join(',')}], expected on the newest only`);
         const made = numberOf(h - 1, required(gappedByJob.get(job.id), `whether job ${job.id} has gaps`)) + 1;
         const folded = (job.folded_submissions[FOLDED_REASON] ?? 0) as number;
         if (job.submission_count !== made || folded !== made - h) {
@@ -452,7 +192,7 @@ async function checkExact(
     }
     lines.push(
       `H=${h} N=${n}: ${jobs} jobs, ${rows} submissions, every job's ids equal the brute force; submission_count ` +
-        `and folded_submissions as generated`,
+        `and folded_submissions as generated; documents on each job's newest only`,
     );
   }
   return lines;
@@ -575,7 +315,31 @@ async function storageFacts(env: BenchEnv): Promise<string> {
   );
 }
 
+/** BENCH_RUNS_LIST_PARTS=levels,bytes picks parts (default both): the history levels, issue #19's page bytes. */
+const PARTS = (process.env.BENCH_RUNS_LIST_PARTS ?? 'levels,bytes').split(',');
+
 export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
+  const unknown = PARTS.filter((p) => p !== 'levels' && p !== 'bytes');
+  if (unknown.length > 0) throw new Error(`BENCH_RUNS_LIST_PARTS: unknown ${unknown.join(', ')} (levels, bytes)`);
+  const results: TargetResult[] = [];
+  if (PARTS.includes('levels')) results.push(...(await runHistoryLevels(env)));
+  if (PARTS.includes('bytes')) {
+    // A server of its own (the built CLI's serve on a fresh database): its CPU per page is its own.
+    const server = await ServerUnderTest.start('runs-list-bytes', join(__dirname, '../src/cli.js'));
+    try {
+      results.push(...(await runListBytes(server)));
+    } catch (err) {
+      log(`runs-list-bytes server output:\n${server.lastOutput()}`);
+      throw err;
+    } finally {
+      await server.stop();
+    }
+  }
+  return results;
+}
+
+/** Targets.md's runs-list targets: the same listed runs as history grows, against baselines and shallow twins. */
+async function runHistoryLevels(env: BenchEnv): Promise<TargetResult[]> {
   if (
     H_LEVELS[0] !== 1 ||
     !H_LEVELS.includes(10) ||
@@ -608,7 +372,7 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   await env.createProject(LISTED_PROJECT);
   await env.createProject(BACKGROUND_PROJECT);
   for (const project of Object.values(BASE_PROJECTS)) await env.createProject(project);
-  const setOfRun = await submitRuns(env);
+  const setOfRun = await submitRuns(env, runsPlan());
   const listed = [...setOfRun].filter(([, set]) => set === 'listed').map(([id]) => id);
   await prepareHelpers(env, setOfRun);
   const { rows: jobRows } = await env.pool.query<{ job_id: string; gapped: boolean }>(
@@ -618,11 +382,11 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   const listedJobIds = [...gappedByJob.keys()];
   if (listedJobIds.length !== LISTED_RUNS * 4)
     throw new Error(`expected ${LISTED_RUNS * 4} listed jobs, found ${listedJobIds.length}`);
-  await growHistory(env, 'background', 0, 1);
-  await growHistory(env, 'background', 1, BACKGROUND_H);
-  await growHistory(env, 'h1', 0, 1);
-  await growHistory(env, 'h10', 0, 1);
-  await growHistory(env, 'h10', 1, 10);
+  await growHistory(env, 'background', 0, 1, H_MAX);
+  await growHistory(env, 'background', 1, BACKGROUND_H, H_MAX);
+  await growHistory(env, 'h1', 0, 1, H_MAX);
+  await growHistory(env, 'h10', 0, 1, H_MAX);
+  await growHistory(env, 'h10', 1, 10, H_MAX);
   await env.assertInvariants('background history loaded');
   log(
     `   ${setOfRun.size} runs submitted through the API, background history loaded; twins of the listed runs at ` +
@@ -635,7 +399,7 @@ export async function runRunsList(env: BenchEnv): Promise<TargetResult[]> {
   let prevH = 0;
   for (const h of H_LEVELS) {
     const tLoad = performance.now();
-    await growHistory(env, 'listed', prevH, h);
+    await growHistory(env, 'listed', prevH, h, H_MAX);
     prevH = h;
     log(
       `\n   H=${h}: history loaded in ${((performance.now() - tLoad) / 1000).toFixed(1)} s; ${await storageFacts(env)}`,

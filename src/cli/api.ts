@@ -74,9 +74,21 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type RunView = Schemas['RunView'];
 
+/**
+ * Which submissions of a run view carry their documents (provisioning_data, runtime_data): `newest` for output a
+ * script may read (`--json`), `none` where only statuses, exit codes and costs are shown (tables, polling).
+ */
+type Documents = 'newest' | 'none';
+
 /** A run by id or by name (names are unique in a project: the newest runs are searched first). */
-export async function findRun(s: Session, project: string, ref: string, jobsLimit = 1000): Promise<RunView> {
-  if (UUID.test(ref)) return getRun(s, project, ref, jobsLimit);
+export async function findRun(
+  s: Session,
+  project: string,
+  ref: string,
+  jobsLimit = 1000,
+  documents: Documents = 'newest',
+): Promise<RunView> {
+  if (UUID.test(ref)) return getRun(s, project, ref, jobsLimit, documents);
   let cursor: string | undefined;
   do {
     const page = await unwrap(
@@ -86,17 +98,23 @@ export async function findRun(s: Session, project: string, ref: string, jobsLimi
       s.url,
     );
     const found = page.items.find((r) => r.run_name === ref);
-    if (found) return jobsLimit === 0 ? found : getRun(s, project, found.id, jobsLimit);
+    if (found) return jobsLimit === 0 ? found : getRun(s, project, found.id, jobsLimit, documents);
     cursor = page.next_cursor ?? undefined;
   } while (cursor);
   throw new CliError(`no run named ${ref} in project ${project} (RUN_NOT_FOUND)`, EXIT.REFUSED);
 }
 
-export function getRun(s: Session, project: string, runId: string, jobsLimit = 1000): Promise<RunView> {
+/** A run with its first `jobsLimit` jobs, each with its newest submission. */
+export function getRun(
+  s: Session,
+  project: string,
+  runId: string,
+  jobsLimit = 1000,
+  documents: Documents = 'newest',
+): Promise<RunView> {
+  const query = { jobs_limit: jobsLimit, job_submissions_limit: 1, submission_data: documents };
   return unwrap(
-    s.api.GET('/api/v1/projects/{project}/runs/{runId}', {
-      params: { path: { project, runId }, query: { jobs_limit: jobsLimit, job_submissions_limit: 1 } },
-    }),
+    s.api.GET('/api/v1/projects/{project}/runs/{runId}', { params: { path: { project, runId }, query } }),
     s.url,
   );
 }

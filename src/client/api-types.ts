@@ -1152,8 +1152,9 @@ export interface components {
             folded_submissions: {
                 [key: string]: number;
             };
+            /** @description The job's newest submission. When `job_submissions` is not empty it is also that list's last item, which alone carries its `provisioning_data` and `runtime_data`: here both are left out, so a page sends them once. */
             latest_job_submission: components["schemas"]["SubmissionView"] | null;
-            /** @description Ascending by submission_num. */
+            /** @description The job's newest submissions, ascending by submission_num: the last item is the newest, in full (`job_submissions[-1]`). Older items carry their documents only where `submission_data=all` asks. */
             job_submissions: components["schemas"]["SubmissionView"][];
         };
         LogChunkAckView: {
@@ -1373,12 +1374,12 @@ export interface components {
             started_at: string | null;
             /** Format: date-time */
             finished_at: string | null;
-            /** @description What the worker reported when it started. */
-            provisioning_data: {
+            /** @description What the worker reported when it started (null: nothing yet). Left out (absent, not null) where a view does not send it: in job views, from `latest_job_submission` when `job_submissions` is not empty (its last item is that same submission, in full), and in run views from the submissions `submission_data` does not ask for (the runs list sends only each job's newest by default). Always present in the submission history (`GET .../jobs/{job_id}/submissions`). */
+            provisioning_data?: {
                 [key: string]: unknown;
             } | null;
-            /** @description What the worker reported on heartbeats. */
-            runtime_data: {
+            /** @description What the worker reported on heartbeats and on completion (null: nothing yet). Left out (absent, not null) where a view does not send it: in job views, from `latest_job_submission` when `job_submissions` is not empty (its last item is that same submission, in full), and in run views from the submissions `submission_data` does not ask for (the runs list sends only each job's newest by default). Always present in the submission history (`GET .../jobs/{job_id}/submissions`). */
+            runtime_data?: {
                 [key: string]: unknown;
             } | null;
             cost_usd: number;
@@ -2684,6 +2685,8 @@ export interface operations {
                 jobs_limit?: number;
                 /** @description Newest submissions shown per job. Default 10, at most 100. */
                 job_submissions_limit?: number;
+                /** @description Which shown submissions carry their documents (`provisioning_data`, `runtime_data`): `newest` = each job's newest only (older ones come without both fields), `all` = every one, `none` = no submission (statuses, times and costs only). Default `newest`. */
+                submission_data?: "newest" | "all" | "none";
             };
             header?: never;
             path?: never;
@@ -2794,6 +2797,8 @@ export interface operations {
                 jobs_limit?: number;
                 /** @description Newest submissions shown per job. Default 10, at most 100. */
                 job_submissions_limit?: number;
+                /** @description Which shown submissions carry their documents (`provisioning_data`, `runtime_data`): `newest` = each job's newest only (older ones come without both fields), `all` = every one, `none` = no submission (statuses, times and costs only). Default `newest`. */
+                submission_data?: "newest" | "all" | "none";
             };
             header?: never;
             path: {
@@ -3039,6 +3044,8 @@ export interface operations {
                 jobs_limit?: number;
                 /** @description Newest submissions shown per job. Omitted = all, up to the newest 1000 (the whole history: GET .../jobs/{job_id}/submissions). At most 1000. */
                 job_submissions_limit?: number;
+                /** @description Which shown submissions carry their documents (`provisioning_data`, `runtime_data`): `newest` = each job's newest only (older ones come without both fields), `all` = every one, `none` = no submission (statuses, times and costs only). Default `all`. */
+                submission_data?: "newest" | "all" | "none";
             };
             header?: never;
             path: {

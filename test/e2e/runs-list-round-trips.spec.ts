@@ -169,13 +169,13 @@ describe('runs list', () => {
           t,
           await measure(t, () => list(t, ownerDeep, projectRuns(pDeep), { job_submissions_limit: n })),
         );
-        // n = 0 and 1 read each job's latest by primary key, deeper pages walk the history; either way one
-        // statement per slice of the page's jobs (fetched over FETCH_PARTS connections at once).
+        // n = 0 and 1 read each job's latest by its number, deeper pages read down the history index from it;
+        // either way one statement per slice of the page's jobs (fetched over FETCH_PARTS connections at once).
         expect(shallow.statements).toBe(FETCH_PARTS);
         expect(deep.statements).toBe(FETCH_PARTS);
         visits.push({ n, shallow: shallow.visited, deep: deep.visited });
-        // The walk touches each returned row twice (the max() probe that finds it, then the fetch): at most
-        // 2 × runs × jobs × min(N, history) index entries, and the same for 12 or 300 submissions per job.
+        // Each returned row is one index entry and one row read: runs × jobs × min(N, history), at most twice that
+        // (the bound a walk probing each step would need), and the same for 12 or 300 submissions per job.
         const rows = (history: number) => 2 * 5 * Math.min(Math.max(n, 1), history);
         expected.push({ n, shallow: rows(12), deep: rows(300) });
       }

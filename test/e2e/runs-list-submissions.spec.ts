@@ -1,6 +1,6 @@
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
-import { Query, RunView } from '../support/run-views';
+import { hasDocuments, Query, RunView, withoutDocuments } from '../support/run-views';
 import {
   expectedSubmission,
   giveHistory,
@@ -76,16 +76,24 @@ describe('runs list', () => {
         const [job, untouched] = run.jobs;
         expect(nums(job)).toEqual(expected);
         const byNum = new Map(gappy.written.map((s) => [s.num, s]));
+        const full = (num: number) => ({
+          ...expectedSubmission(gappy.jobId, required(byNum.get(num), `submission ${num}`)),
+          cost_usd: undefined,
+        });
+        // By default only the newest carries its documents; the older ones come without both fields.
         expect(job.job_submissions.map((s) => ({ ...s, cost_usd: undefined }))).toEqual(
-          expected.map((num) => ({
-            ...expectedSubmission(gappy.jobId, required(byNum.get(num), `submission ${num}`)),
-            cost_usd: undefined,
-          })),
+          expected.map((num, i) => (i === expected.length - 1 ? full(num) : withoutDocuments(full(num)))),
         );
+        expect(job.job_submissions.map(hasDocuments)).toEqual(expected.map((_, i) => i === expected.length - 1));
         for (const s of job.job_submissions) expect(typeof s.cost_usd).toBe('number');
-        // latest_job_submission is the newest submission, in full
-        expect(job.latest_job_submission).toEqual(job.job_submissions[job.job_submissions.length - 1]);
+        // latest_job_submission is the newest submission, its documents left to job_submissions' last item
+        expect(job.latest_job_submission).toEqual(withoutDocuments(required(job.job_submissions.at(-1), 'newest')));
+        expect(hasDocuments(required(job.latest_job_submission, 'latest'))).toBe(false);
         expect(job.latest_job_submission?.submission_num).toBe(9);
+        // submission_data=all: every shown submission in full
+        const all = (await onlyRun({ job_submissions_limit: n, submission_data: 'all' }, url)).jobs[0];
+        expect(all.job_submissions.map((s) => ({ ...s, cost_usd: undefined }))).toEqual(expected.map(full));
+        expect(all.latest_job_submission).toEqual(job.latest_job_submission);
         expect(job).toMatchObject({
           job_num: 0,
           replica_num: 0,
@@ -167,9 +175,10 @@ describe('runs list', () => {
             submission_num: 0,
             status: 'submitted',
           });
-          // the same latest_job_submission as with N=1
+          // the same newest submission as with N=1, where job_submissions carries its documents instead
           const withOne = await onlyRun({ job_submissions_limit: 1 }, url);
-          expect(run.jobs.map((j) => j.latest_job_submission)).toEqual(
+          expect(run.jobs.map((j) => j.latest_job_submission)).toEqual(withOne.jobs.map((j) => j.job_submissions[0]));
+          expect(run.jobs.map((j) => withoutDocuments(required(j.latest_job_submission, 'latest')))).toEqual(
             withOne.jobs.map((j) => j.latest_job_submission),
           );
         }
@@ -244,14 +253,15 @@ describe('runs list', () => {
             const h = histories[j.id];
             expect({ job: j.id, nums: nums(j) }).toEqual({ job: j.id, nums: h.slice(-n) });
             expect(j.latest_job_submission?.submission_num).toBe(h[h.length - 1]);
-            expect(j.latest_job_submission).toEqual(j.job_submissions[j.job_submissions.length - 1]);
+            expect(j.latest_job_submission).toEqual(withoutDocuments(required(j.job_submissions.at(-1), 'newest')));
             expect(j.submission_count).toBe(h[h.length - 1] + 1);
             const own = required(written.get(j.id), 'written job');
             if (own.length > 0) {
               const ownIds = new Set(own.map((s) => s.id));
               for (const s of j.job_submissions) expect(ownIds.has(s.id)).toBe(true);
+              // the newest one's documents only (the default)
               expect(j.job_submissions.map((s) => s.runtime_data)).toEqual(
-                h.slice(-n).map((num) => ({ job: j.id, num })),
+                h.slice(-n).map((num, i, shown) => (i === shown.length - 1 ? { job: j.id, num } : undefined)),
               );
             }
           }

@@ -18,7 +18,9 @@ describe('the server on a terminal', () => {
 
   const start = async (format: string) =>
     startServer({
-      DATABASE_URL: await workerDatabaseUrl('cli'),
+      // Its own: the first start on an empty database creates the admin, and cli.spec's server (same jest worker,
+      // later) must be that first start for its RUNPLANE_ADMIN_TOKEN to be the admin's.
+      DATABASE_URL: await workerDatabaseUrl('terminal'),
       DATABASE_EMBEDDED: process.env.RUNPLANE_TEST_EMBEDDED === '1' ? 'true' : 'false',
       RUNPLANE_DATA_DIR: join(dir, 'data'),
       RUNPLANE_EMBEDDED_WORKER: 'false',

@@ -67,8 +67,9 @@ linux('the embedded worker of runplane serve', () => {
         const r = await call('GET', `/api/v1/projects/tour/runs/${submitted.body.id}`);
         return r.body.status === 'done' && r.body;
       });
-      const s = done.jobs[0].latest_job_submission;
-      expect(s).toMatchObject({ status: 'done', exit_status: 0 });
+      // The newest submission in full: the last of job_submissions (latest_job_submission leaves its documents there).
+      const s = done.jobs[0].job_submissions.at(-1);
+      expect(s).toMatchObject({ id: done.jobs[0].latest_job_submission.id, status: 'done', exit_status: 0 });
       expect(s.provisioning_data.worker_id).toMatch(/^embedded-[0-9a-f]{12}$/);
       const cost = await call('GET', `/api/v1/projects/tour/runs/${submitted.body.id}/cost`);
       expect(cost.body.total_usd).toBeGreaterThan(0);
@@ -80,7 +81,7 @@ linux('the embedded worker of runplane serve', () => {
       });
       const pgid = await waitFor('the sleeper to run', async () => {
         const r = await call('GET', `/api/v1/projects/tour/runs/${sleeper.body.id}`);
-        const latest = r.body.jobs[0].latest_job_submission;
+        const latest = r.body.jobs[0].job_submissions.at(-1);
         return latest.status === 'running' && (latest.provisioning_data.pid as number);
       });
       expect(await server.stop('SIGTERM')).toBe(0);

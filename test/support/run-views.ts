@@ -9,9 +9,26 @@ export interface SubmissionView {
   submitted_at: string;
   started_at: string | null;
   finished_at: string | null;
-  provisioning_data: Record<string, unknown> | null;
-  runtime_data: Record<string, unknown> | null;
+  /** Absent where the view leaves the documents out (see submission_data). */
+  provisioning_data?: Record<string, unknown> | null;
+  runtime_data?: Record<string, unknown> | null;
   cost_usd: number;
+}
+
+/** A submission as shown without its documents (older ones on list pages, latest_job_submission beside its list). */
+export function withoutDocuments<S extends Partial<SubmissionView>>(
+  s: S,
+): Omit<S, 'provisioning_data' | 'runtime_data'> {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- the two are taken out to leave the rest
+  const { provisioning_data, runtime_data, ...rest } = s;
+  return rest;
+}
+
+/** Whether a submission view carries both documents, neither (false), or only one (an error in itself). */
+export function hasDocuments(s: object): boolean {
+  const both = 'provisioning_data' in s && 'runtime_data' in s;
+  if (!both && ('provisioning_data' in s || 'runtime_data' in s)) throw new Error('a submission with one document');
+  return both;
 }
 
 export interface JobView {

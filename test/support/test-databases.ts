@@ -86,6 +86,7 @@ export const OWN_DATABASES = [
   'heartbeats',
   'workerlogs',
   'cli',
+  'terminal',
   'console',
   'tokens',
 ] as const;

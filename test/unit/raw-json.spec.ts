@@ -13,6 +13,17 @@ describe('RawJson splicing', () => {
     expect(JSON.parse(spliced).forged).toBe('\u0000deadbeef:0');
   });
 
+  it('splices in order: many texts, Buffers and strings, nested, at the top level, and none at all', () => {
+    const texts = Array.from({ length: 500 }, (_, i) => JSON.stringify({ i, s: 'é'.repeat(i % 7) }));
+    const value = {
+      items: texts.map((t, i) => ({ i, doc: new RawJson(i % 2 ? Buffer.from(t, 'utf8') : t), other: [i] })),
+    };
+    const spliced = serializeWithRaw(value).toString('utf8');
+    expect(JSON.parse(spliced)).toEqual(JSON.parse(JSON.stringify(value)));
+    expect(serializeWithRaw(new RawJson('[1, 2]')).toString('utf8')).toBe('[1, 2]');
+    expect(serializeWithRaw({ plain: 'ü' }).toString('utf8')).toBe('{"plain":"ü"}');
+  });
+
   it('behaves as the parsed value under a plain JSON.stringify', () => {
     expect(JSON.stringify({ v: new RawJson('{"k":true}') })).toBe('{"v":{"k":true}}');
   });

@@ -23,7 +23,11 @@ function readRunJobs({ project, runId }: Path): Promise<void> {
   if (!p) {
     p = call(
       api().GET('/api/v1/projects/{project}/runs/{runId}', {
-        params: { path: { project, runId }, query: { jobs_limit: FALLBACK_JOBS, job_submissions_limit: 0 } },
+        params: {
+          path: { project, runId },
+          // Names and statuses only: no submission, and no documents on the latest one.
+          query: { jobs_limit: FALLBACK_JOBS, job_submissions_limit: 0, submission_data: 'none' },
+        },
       }),
     ).then(
       (run) => run.jobs.forEach((j) => jobCache.has(j.id) || jobCache.set(j.id, j)),

@@ -144,7 +144,8 @@ async function follow(s: Session, project: string, submitted: Run, asJson: boole
   let last = '';
   let final: Run = submitted;
   const refresh = async (): Promise<boolean> => {
-    final = await getRun(s, project, submitted.id, 1000);
+    // Tables and progress lines show no documents; the final --json output is the run as a script would read it.
+    final = await getRun(s, project, submitted.id, 1000, asJson ? 'newest' : 'none');
     const status = final.status_message ? `${final.status} (${final.status_message})` : final.status;
     const line = `${status}  ${counts(final.job_counts)}  ${money(final.cost.total_usd)}`;
     if (tty) stdout.write(`\r\x1b[K${final.run_name}  ${line}  ${duration((Date.now() - started) / 1000)}`);

@@ -54,7 +54,7 @@ export async function logs(ctx: Context): Promise<number> {
   const project = s.project();
   const ref = ctx.positionals[0];
   if (!ref) throw new CliError('missing the run (name or id); see runplane logs --help', EXIT.USAGE);
-  const run = await findRun(s, project, ref);
+  const run = await findRun(s, project, ref, 1000, 'none');
   const jobName = str(ctx.values, 'job');
   const replica = int(ctx.values, 'replica');
   const submission = int(ctx.values, 'submission');
@@ -114,7 +114,7 @@ export async function logs(ctx: Context): Promise<number> {
         }),
       );
       if (stop.interrupted() || submission !== undefined) break;
-      const now = await getRun(s, project, run.id);
+      const now = await getRun(s, project, run.id, 1000, 'none');
       jobs = selected(now.jobs);
       if (
         FINISHED_RUN.has(now.status) &&

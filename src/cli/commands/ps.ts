@@ -61,7 +61,7 @@ export async function ps(ctx: Context): Promise<number> {
 
   if (ctx.values.watch !== true) {
     if (ref) {
-      const run = await findRun(s, s.project(), ref);
+      const run = await findRun(s, s.project(), ref, 1000, ctx.json ? 'newest' : 'none');
       stdout.write(ctx.json ? json(run) : runDetail(run));
     } else {
       const runs = await listRuns(s, project, all, limit);
@@ -76,7 +76,7 @@ export async function ps(ctx: Context): Promise<number> {
   const seen = new Map<string, string>();
   const refresh = async (): Promise<boolean> => {
     let runs: Run[];
-    if (first) runs = [await getRun(s, p, first.id, ctx.json ? 0 : 1000)];
+    if (first) runs = [await getRun(s, p, first.id, ctx.json ? 0 : 1000, 'none')];
     else {
       runs = (await listRuns(s, p, true, limit)).filter((r) => shown.has(r.id) || all || !FINISHED_RUN.has(r.status));
       runs.forEach((r) => shown.add(r.id));

@@ -13,9 +13,7 @@ import { Brackets, DataSource, EntityManager } from 'typeorm';
 import type { NewJob } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { HELD_PREDICATE, JobSubmission, PENDING_PREDICATE } from './entities/job-submission.entity';
-
-/** Plans firstJobsOfRuns switches off for its one statement (see there). */
-const PLANNER_SETTINGS = ['enable_bitmapscan', 'enable_sort', 'enable_seqscan'] as const;
+import { withOrderedIndexScans } from './ordered-index-scans';
 
 /** Rows per INSERT statement: big enough to be fast, small enough to keep each statement's arrays modest. */
 const INSERT_CHUNK = 5000;
@@ -139,9 +137,8 @@ export class JobsRepository {
    * 10,000 jobs reads perRun index entries per run, not every job. Rows come in run order as given, then job order.
    *
    * With skewed statistics (most runs small, a few huge) the planner was seen to prefer a bitmap scan of the run's
-   * every job plus a sort (15,000 rows read for 303 shown over three 5,000-job runs); bitmap scans, sorts and
-   * sequential scans are switched off for this one statement (set_config local to its own transaction, or put back
-   * after it inside the caller's), which leaves the ordered index walk as the only plan worth having.
+   * every job plus a sort (15,000 rows read for 303 shown over three 5,000-job runs): the statement runs with
+   * withOrderedIndexScans.
    */
   async firstJobsOfRuns(runIds: string[], perRun: number, m: EntityManager = this.dataSource.manager): Promise<Job[]> {
     if (runIds.length === 0 || perRun <= 0) return [];
@@ -153,24 +150,7 @@ export class JobsRepository {
             FROM jobs x WHERE x.run_id = r.id ORDER BY x.job_num, x.replica_num LIMIT $2
         ) j
         ORDER BY r.ord, j.job_num, j.replica_num`;
-    const params = [runIds, perRun];
-    if (m.queryRunner?.isTransactionActive) {
-      // Inside the caller's transaction: the settings are put back as they were once the statement has run.
-      const [before] = await m.query(
-        `SELECT ${PLANNER_SETTINGS.map((name) => `current_setting('${name}') AS ${name}`).join(', ')}`,
-      );
-      await m.query(`SELECT ${PLANNER_SETTINGS.map((name) => `set_config('${name}', 'off', true)`).join(', ')}`);
-      const rows: Job[] = await m.query(text, params);
-      await m.query(
-        `SELECT ${PLANNER_SETTINGS.map((name, i) => `set_config('${name}', $${i + 1}, true)`).join(', ')}`,
-        PLANNER_SETTINGS.map((name) => before[name]),
-      );
-      return rows;
-    }
-    return m.transaction(async (inner) => {
-      await inner.query(`SELECT ${PLANNER_SETTINGS.map((name) => `set_config('${name}', 'off', true)`).join(', ')}`);
-      return inner.query(text, params);
-    });
+    return withOrderedIndexScans(m, (em) => em.query(text, [runIds, perRun]));
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   MAX_RUN_VIEW_SUBMISSIONS,
   NewJob,
   SUBMISSION_STATUSES,
+  SubmissionData,
   SubmissionStatus,
   SubmissionView,
 } from './dto/job-spec';
@@ -81,13 +82,14 @@ export class JobsService implements OnModuleInit {
 
   /**
    * Job views of several runs: each run's first `jobsLimit` jobs by (job_num, replica_num), each with its newest `n`
-   * submissions (null = all, up to MAX_RUN_VIEW_SUBMISSIONS), and whether the run has more jobs than shown. Three
-   * statements for any number of runs, each reading only what it returns: the job rows (limit + 1 per run, the one
-   * extra telling truncation), then one fetch of their submissions.
+   * submissions (null = all, up to MAX_RUN_VIEW_SUBMISSIONS) carrying the documents `documents` asks for, and
+   * whether the run has more jobs than shown. Three statements for any number of runs, each reading only what it
+   * returns: the job rows (limit + 1 per run, the one extra telling truncation), then one fetch of their submissions.
    */
   async viewsOfRuns(
     runIds: string[],
     n: number | null,
+    documents: SubmissionData,
     jobsLimit: number,
     cancellations: Map<string, GroupCancellations>,
     m?: EntityManager,
@@ -102,14 +104,15 @@ export class JobsService implements OnModuleInit {
       jobs.push(...rows.slice(0, jobsLimit));
     }
     // The newest submission is the one the job row points at: for n = 0 (shown as latest only) and n = 1 it is read
-    // by that pointer; deeper pages walk the history index.
+    // by that pointer; deeper pages read down the history index from it.
     const byPointer = n === 0 || n === 1;
-    const newestByJob = byPointer ? await this.latest.newestOf(jobs, m) : undefined;
+    const newestByJob = byPointer ? await this.latest.newestOf(jobs, documents, m) : undefined;
     const submissions = byPointer
       ? undefined
       : await this.latest.latestPerJob(
           jobs.map((j) => j.id),
           n ?? MAX_RUN_VIEW_SUBMISSIONS,
+          documents,
           m,
         );
     const parents = await this.parentsOf(jobs, m);
@@ -189,6 +192,7 @@ export class JobsService implements OnModuleInit {
     const subs = await this.latest.latestPerJob(
       jobs.map((j) => j.id),
       1,
+      'newest',
       m,
     );
     const parents = await this.parentsOf(jobs, m);
@@ -317,7 +321,11 @@ export class JobsService implements OnModuleInit {
   }
 }
 
-/** A job as the API shows it: its effective status (a cancellation above it wins unless its outcome was counted). */
+/**
+ * A job as the API shows it: its effective status (a cancellation above it wins unless its outcome was counted), its
+ * shown submissions, and its newest one. When the newest is the last shown one, `latest_job_submission` leaves out
+ * the documents that item carries, so each is sent once.
+ */
 export function toJobView(
   job: Job,
   submissions: SubmissionView[],
@@ -340,9 +348,16 @@ export function toJobView(
     always_run: job.alwaysRun,
     submission_count: job.submissionCount,
     folded_submissions: job.foldedSubmissions,
-    latest_job_submission: latest,
+    latest_job_submission: latest && submissions.at(-1)?.id === latest.id ? withoutDocuments(latest) : latest,
     job_submissions: submissions,
   };
+}
+
+/** A submission's view without provisioning_data and runtime_data (a copy: the original may be shown in full). */
+function withoutDocuments(s: SubmissionView): SubmissionView {
+  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- the two are taken out to leave the rest
+  const { provisioning_data, runtime_data, ...rest } = s;
+  return rest;
 }
 
 export function toSubmissionView(s: JobSubmission): SubmissionView {

@@ -16,13 +16,13 @@ import { JobsService } from '../jobs/jobs.service';
 import { ProjectAccess } from '../projects/dto/project.dto';
 import { ProjectsService } from '../projects/projects.service';
 import { FINISHED_RUN_STATUSES } from './dto/run-status';
-import { DEFAULT_RUN_JOBS_LIMIT, RunView } from './dto/run-view.dto';
+import { RunView } from './dto/run-view.dto';
 import { MAX_JOBS_PER_REQUEST, SubmitRunDto } from './dto/submit-run.dto';
 import { Run } from './entities/run.entity';
 import { RunsRepository } from './runs.repository';
 import { RunAccessService } from './run-access.service';
 import { RunStatusService } from './run-status.service';
-import { RunViewsService } from './run-views.service';
+import { RUN_VIEW_DEFAULTS, RunViewsService } from './run-views.service';
 import { required } from '../../common/required';
 import { PENDING_STATUS } from '../lifecycle/vocabulary';
 
@@ -142,26 +142,14 @@ export class RunCommandsService implements OnModuleInit {
               if (j.status === PENDING_STATUS) bump(pending, j.jobGroupId);
             }
             await this.groups.countNewJobs(m, run.id, ancestors, perGroup, alwaysRun, pending);
-            return this.views.viewOf(
-              run,
-              access.projectName,
-              principal.name,
-              { submissions: null, jobs: DEFAULT_RUN_JOBS_LIMIT },
-              m,
-            );
+            return this.views.viewOf(run, access.projectName, principal.name, RUN_VIEW_DEFAULTS, m);
           },
           idOf: (created) => created.id,
           // The key is the caller's own, so the run is theirs: its current view, as a GET would show it.
           replay: async (id) => {
             const run = await this.runs.findRunById(id, m);
             if (!run) throw notFound(`run ${id}`);
-            return this.views.viewOf(
-              run,
-              access.projectName,
-              principal.name,
-              { submissions: null, jobs: DEFAULT_RUN_JOBS_LIMIT },
-              m,
-            );
+            return this.views.viewOf(run, access.projectName, principal.name, RUN_VIEW_DEFAULTS, m);
           },
         },
       ),

@@ -10,14 +10,16 @@ import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
-import { JobView, SubmissionView } from '../jobs/dto/job-spec';
+import { JobView, SubmissionData, SubmissionView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { ProjectsService } from '../projects/projects.service';
 import { UsersService } from '../users/users.service';
 import { RUN_STATUSES } from './dto/run-status';
 import {
   DEFAULT_LIST_JOBS_LIMIT,
+  DEFAULT_LIST_SUBMISSION_DATA,
   DEFAULT_RUN_JOBS_LIMIT,
+  DEFAULT_RUN_SUBMISSION_DATA,
   JobCounts,
   RunGetQueryDto,
   RunListQueryDto,
@@ -43,11 +45,18 @@ export class RunViewsService {
     private readonly billing: BillingService,
   ) {}
 
-  /** One run: its first `jobs_limit` jobs (default 1,000), each with its newest `job_submissions_limit` submissions. */
+  /**
+   * One run: its first `jobs_limit` jobs (default 1,000), each with its newest `job_submissions_limit` submissions,
+   * their documents as `submission_data` asks (default all: this is the detailed view).
+   */
   async get(principal: Principal, projectName: string, runId: string, q: RunGetQueryDto = {}): Promise<RunView> {
     const { access, run } = await this.access.requireRun(principal, projectName, runId);
     const user = (await this.users.namesByIds([run.userId])).get(run.userId) ?? run.userId;
-    const limits = { submissions: q.job_submissions_limit ?? null, jobs: q.jobs_limit ?? DEFAULT_RUN_JOBS_LIMIT };
+    const limits: ViewLimits = {
+      submissions: q.job_submissions_limit ?? null,
+      jobs: q.jobs_limit ?? DEFAULT_RUN_JOBS_LIMIT,
+      documents: q.submission_data ?? DEFAULT_RUN_SUBMISSION_DATA,
+    };
     return withRawJson(await this.viewOf(run, access.projectName, user, limits));
   }
 
@@ -101,8 +110,11 @@ export class RunViewsService {
       (r) => [r.submittedAt.toISOString(), r.id],
       (r) => r,
     );
-    const jobsLimit = q.include_jobs === false ? 0 : (q.jobs_limit ?? DEFAULT_LIST_JOBS_LIMIT);
-    const items = await this.views(page.items, { submissions: q.job_submissions_limit ?? 10, jobs: jobsLimit });
+    const items = await this.views(page.items, {
+      submissions: q.job_submissions_limit ?? 10,
+      jobs: q.include_jobs === false ? 0 : (q.jobs_limit ?? DEFAULT_LIST_JOBS_LIMIT),
+      documents: q.submission_data ?? DEFAULT_LIST_SUBMISSION_DATA,
+    });
     return withRawJson({ items, next_cursor: page.next_cursor });
   }
 
@@ -116,7 +128,7 @@ export class RunViewsService {
     // Independent reads go out together, each on its own pool connection.
     const jobsOfRuns = async () => {
       const cancellations = limits.jobs > 0 ? await this.groups.effectiveCancellations(ids) : new Map();
-      const jobs = await this.jobs.viewsOfRuns(ids, limits.submissions, limits.jobs, cancellations);
+      const jobs = await this.jobs.viewsOfRuns(ids, limits.submissions, limits.documents, limits.jobs, cancellations);
       await this.fillSubmissionCosts([...jobs.values()].flatMap((j) => j.jobs));
       return jobs;
     };
@@ -226,8 +238,15 @@ export class RunViewsService {
   /** One run's view; inside a transaction (`m`) when its caller just wrote it. */
   async viewOf(run: Run, project: string, user: string, limits: ViewLimits, m?: EntityManager): Promise<RunView> {
     const cancellations = await this.groups.effectiveCancellations([run.id], m);
-    const jobs =
-      (await this.jobs.viewsOfRuns([run.id], limits.submissions, limits.jobs, cancellations, m)).get(run.id) ?? NO_JOBS;
+    const views = await this.jobs.viewsOfRuns(
+      [run.id],
+      limits.submissions,
+      limits.documents,
+      limits.jobs,
+      cancellations,
+      m,
+    );
+    const jobs = views.get(run.id) ?? NO_JOBS;
     await this.fillSubmissionCosts(jobs.jobs, m);
     const counts = (await this.jobCounts([run.id], m)).get(run.id) ?? {};
     const fresh = m ? ((await this.runs.findRunById(run.id, m)) ?? run) : run;
@@ -236,11 +255,22 @@ export class RunViewsService {
   }
 }
 
-/** How much of each job a view shows: submissions per job (null = all, bounded) and jobs per run. */
-interface ViewLimits {
+/**
+ * How much of each job a view shows: submissions per job (null = all, bounded), jobs per run, and which shown
+ * submissions carry their documents.
+ */
+export interface ViewLimits {
   submissions: number | null;
   jobs: number;
+  documents: SubmissionData;
 }
+
+/** A single run's view when the request says nothing (submit and its idempotent replay answer it). */
+export const RUN_VIEW_DEFAULTS: ViewLimits = {
+  submissions: null,
+  jobs: DEFAULT_RUN_JOBS_LIMIT,
+  documents: DEFAULT_RUN_SUBMISSION_DATA,
+};
 
 const NO_JOBS = { jobs: [], truncated: false };
 

@@ -24,6 +24,13 @@ export { FINISHED_STATUSES, isFinished, SUBMISSION_STATUSES, type SubmissionStat
 export const MAX_RUN_VIEW_SUBMISSIONS = 1000;
 
 /**
+ * Which shown submissions of a run view carry their documents (`provisioning_data`, `runtime_data`, a few KB each):
+ * only each job's newest, every one, or none. A submission shown without them leaves both fields out.
+ */
+export const SUBMISSION_DATA = ['newest', 'all', 'none'] as const;
+export type SubmissionData = (typeof SUBMISSION_DATA)[number];
+
+/**
  * Requested resources, key → quantity. The keys a spec may carry, their bounds and how each is billed are rows of
  * requestable_resources (filled by migrations), checked on submit and add-jobs against that table, not here: the DTO
  * only takes an object. cpu and memory_mib also fill the submission's scheduling columns (claim capacity fitting).
@@ -187,6 +194,12 @@ export interface NewJob {
 
 const FREE_FORM = { type: 'object', additionalProperties: true, nullable: true } as const;
 
+const DOCUMENTS_LEFT_OUT =
+  'Left out (absent, not null) where a view does not send it: in job views, from `latest_job_submission` when ' +
+  '`job_submissions` is not empty (its last item is that same submission, in full), and in run views from the ' +
+  "submissions `submission_data` does not ask for (the runs list sends only each job's newest by default). Always " +
+  'present in the submission history (`GET .../jobs/{job_id}/submissions`).';
+
 export class SubmissionView {
   @ApiProperty({ format: 'uuid' })
   id!: string;
@@ -212,11 +225,17 @@ export class SubmissionView {
   @ApiProperty({ type: String, format: 'date-time', nullable: true })
   finished_at!: string | null;
 
-  @ApiProperty({ ...FREE_FORM, description: 'What the worker reported when it started.' })
-  provisioning_data!: Record<string, unknown> | RawJson | null;
+  @ApiPropertyOptional({
+    ...FREE_FORM,
+    description: `What the worker reported when it started (null: nothing yet). ${DOCUMENTS_LEFT_OUT}`,
+  })
+  provisioning_data?: Record<string, unknown> | RawJson | null;
 
-  @ApiProperty({ ...FREE_FORM, description: 'What the worker reported on heartbeats.' })
-  runtime_data!: Record<string, unknown> | RawJson | null;
+  @ApiPropertyOptional({
+    ...FREE_FORM,
+    description: `What the worker reported on heartbeats and on completion (null: nothing yet). ${DOCUMENTS_LEFT_OUT}`,
+  })
+  runtime_data?: Record<string, unknown> | RawJson | null;
 
   @ApiProperty()
   cost_usd!: number;
@@ -281,10 +300,22 @@ export class JobView {
   })
   folded_submissions!: Record<string, number>;
 
-  @ApiProperty({ type: () => SubmissionView, nullable: true })
+  @ApiProperty({
+    type: () => SubmissionView,
+    nullable: true,
+    description:
+      "The job's newest submission. When `job_submissions` is not empty it is also that list's last item, which " +
+      'alone carries its `provisioning_data` and `runtime_data`: here both are left out, so a page sends them once.',
+  })
   latest_job_submission!: SubmissionView | null;
 
-  @ApiProperty({ type: () => SubmissionView, isArray: true, description: 'Ascending by submission_num.' })
+  @ApiProperty({
+    type: () => SubmissionView,
+    isArray: true,
+    description:
+      "The job's newest submissions, ascending by submission_num: the last item is the newest, in full " +
+      '(`job_submissions[-1]`). Older items carry their documents only where `submission_data=all` asks.',
+  })
   job_submissions!: SubmissionView[];
 }
 

@@ -1,10 +1,17 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
-import { IsBoolean, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
+import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
 import { PageQueryDto } from '../../../common/pagination/cursor';
 import { ToStrictInt } from '../../../common/validation/validators';
 import { CostBreakdownItem } from '../../billing/dto/billing.dto';
-import { JobView, MAX_RUN_VIEW_SUBMISSIONS, SUBMISSION_STATUSES, type SubmissionStatus } from '../../jobs/dto/job-spec';
+import {
+  JobView,
+  MAX_RUN_VIEW_SUBMISSIONS,
+  SUBMISSION_DATA,
+  SUBMISSION_STATUSES,
+  type SubmissionData,
+  type SubmissionStatus,
+} from '../../jobs/dto/job-spec';
 import { RUN_STATUSES, type RunStatus } from './run-status';
 import { RetryPolicyDto } from './submit-run.dto';
 
@@ -14,6 +21,15 @@ export const MAX_JOBS_LIMIT = 10_000;
 export const DEFAULT_LIST_JOBS_LIMIT = 100;
 /** Jobs of a single run view (GET one run, submit, stop) when `jobs_limit` is omitted. */
 export const DEFAULT_RUN_JOBS_LIMIT = 1000;
+/** Documents on a list page: each job's newest submission only (a page's bytes are mostly these documents). */
+export const DEFAULT_LIST_SUBMISSION_DATA: SubmissionData = 'newest';
+/** Documents in a single run view: every shown submission's (the detail view, as before). */
+export const DEFAULT_RUN_SUBMISSION_DATA: SubmissionData = 'all';
+
+const submissionDataDescription = (fallback: SubmissionData) =>
+  "Which shown submissions carry their documents (`provisioning_data`, `runtime_data`): `newest` = each job's " +
+  'newest only (older ones come without both fields), `all` = every one, `none` = no submission (statuses, times ' +
+  `and costs only). Default \`${fallback}\`.`;
 
 const toBool = ({ value }: { value: unknown }) => (value === 'true' ? true : value === 'false' ? false : value);
 
@@ -82,6 +98,16 @@ export class RunListQueryDto extends PageQueryDto {
   @Min(0)
   @Max(100)
   job_submissions_limit?: number;
+
+  @ApiPropertyOptional({
+    enum: SUBMISSION_DATA,
+    default: DEFAULT_LIST_SUBMISSION_DATA,
+    description: submissionDataDescription(DEFAULT_LIST_SUBMISSION_DATA),
+  })
+  @IsOptional()
+  @IsString()
+  @IsIn(SUBMISSION_DATA)
+  submission_data?: SubmissionData;
 }
 
 export class RunGetQueryDto {
@@ -115,6 +141,16 @@ export class RunGetQueryDto {
   @Min(0)
   @Max(MAX_RUN_VIEW_SUBMISSIONS)
   job_submissions_limit?: number;
+
+  @ApiPropertyOptional({
+    enum: SUBMISSION_DATA,
+    default: DEFAULT_RUN_SUBMISSION_DATA,
+    description: submissionDataDescription(DEFAULT_RUN_SUBMISSION_DATA),
+  })
+  @IsOptional()
+  @IsString()
+  @IsIn(SUBMISSION_DATA)
+  submission_data?: SubmissionData;
 }
 
 /** A run's jobs by (effective) status, as its views show them; statuses with no job are left out. */
