@@ -1,6 +1,7 @@
 import { Client } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 import { COUNTER_TOKENS } from '../../src/modules/job-groups/counter-tokens';
+import { JobGroupCounterReadsRepository } from '../../src/modules/job-groups/job-group-counter-reads.repository';
 import { JobGroupCountersRepository } from '../../src/modules/job-groups/job-group-counters.repository';
 import type { ActiveCounts, Counts } from '../../src/modules/job-groups/job-group-rows';
 import {
@@ -21,9 +22,11 @@ import { describeRealPostgres } from '../support/test-app';
 describe('JobGroupCountersRepository: lockChain and lockChainAndCount on token rows', () => {
   let ds: DataSource;
   let repo: JobGroupCountersRepository;
+  let reads: JobGroupCounterReadsRepository;
   beforeAll(async () => {
     ds = await openDataSource();
-    repo = new JobGroupCountersRepository(ds);
+    repo = new JobGroupCountersRepository();
+    reads = new JobGroupCounterReadsRepository(ds);
   });
   afterAll(() => ds.destroy());
 
@@ -214,14 +217,14 @@ describe('JobGroupCountersRepository: lockChain and lockChainAndCount on token r
   it('summed reads add up every token row', async () => {
     await inRolledBackTransaction(ds, async (m) => {
       const runId = await seedCounted(m);
-      expect(await repo.countsOf(runId, 0, m)).toEqual(
+      expect(await reads.countsOf(runId, 0, m)).toEqual(
         sums({ nJobs: 10, nCompleted: 1, nSucceeded: 1, nProvisioning: 2, nRunning: 3, nRetrying: 1 }),
       );
-      expect((await repo.rootCounts([runId], m)).get(runId)).toMatchObject(
+      expect((await reads.rootCounts([runId], m)).get(runId)).toMatchObject(
         sums({ nJobs: 10, nCompleted: 1, nSucceeded: 1, nProvisioning: 2, nRunning: 3, nRetrying: 1 }),
       );
-      expect((await repo.countersOfGroups(runId, [3, 4], m)).get(3)).toMatchObject({ nJobs: 2, nCompleted: 1 });
-      expect(await repo.unfinishedJobs(m, [runId])).toBe(9);
+      expect((await reads.countersOfGroups(runId, [3, 4], m)).get(3)).toMatchObject({ nJobs: 2, nCompleted: 1 });
+      expect(await reads.unfinishedJobs(m, [runId])).toBe(9);
     });
   });
 

@@ -1,9 +1,7 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager } from 'typeorm';
+import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
 import { COUNTER_TOKENS } from './counter-tokens';
-import type { JobGroupState, StoredGroupStatus } from './entities/job-group.entity';
 import {
   ACTIVE,
   type ActiveCounts,
@@ -12,8 +10,6 @@ import {
   COUNTS,
   type Counts,
   type CountsDelta,
-  SUMMED_ACTIVE,
-  SUMMED_COUNTS,
 } from './job-group-rows';
 
 /**
@@ -116,34 +112,12 @@ function sumRows(rows: (Counts & ActiveCounts)[]): Counts & ActiveCounts {
   return s;
 }
 
-/** A group as a settle compares it (see JobGroupsService.settleInputs). */
-export interface SettleRow extends Counts, ActiveCounts {
-  runId: string;
-  jobGroupId: number;
-  status: StoredGroupStatus;
-  state: JobGroupState;
-  /** A cancellation lies over the group (its own or an ancestor's). */
-  cancelled: boolean;
-  /** An abort lies over the group (it stops always_run jobs too). */
-  aborted: boolean;
-  /** The reason of the run's stop (group 0's cancellation), if any. */
-  stopReason: string | null;
-}
-
-/** The counter rows of groups: chain and cascade locking, counting on a token's rows, and the summed reads. */
+/**
+ * The counter rows of groups, written: chain and cascade locking, counting on a transaction's token rows (the summed
+ * reads: JobGroupCounterReadsRepository).
+ */
 @Injectable()
 export class JobGroupCountersRepository {
-  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
-
-  /** Creates the counter rows of new groups: COUNTER_TOKENS zeroed rows each. */
-  async insertGroups(m: EntityManager, runId: string, groupIds: number[]): Promise<void> {
-    await m.query(
-      `INSERT INTO job_group_counters (run_id, job_group_id, token)
-       SELECT $1, g, t FROM unnest($2::int[]) g CROSS JOIN generate_series(0, $3::int - 1) t`,
-      [runId, groupIds, COUNTER_TOKENS],
-    );
-  }
-
   /** See LOCK_CHAIN: `exactIds` are the levels to lock whole, `failFastExact` adds those with fail-fast. */
   async lockChain(
     m: EntityManager,
@@ -204,79 +178,89 @@ export class JobGroupCountersRepository {
   }
 
   /**
-   * Locks the token's rows of several groups' chains (the groups and every ancestor) in one statement, in the one
-   * order every counter lock follows (depth descending, group, token), and with `failFastExact` every row of the
-   * levels with fail-fast. Each row says which of `groupIds` lie below it (itself included): their chains pass
-   * through it.
+   * Outcomes of jobs in several groups of a run, counted in one statement: locks the token's rows of every group's
+   * chain (the groups and their ancestors), and with `failFastExact` every row of the levels with fail-fast, in the
+   * one order every counter lock follows (depth descending, group, token); each group's outcomes (`perGroup`,
+   * already summed per group) go into the token's row of every level of its chain unless a level of its chain is
+   * cancelled (that cancellation counted them); `active` moves the run's active counts on the root's token row either
+   * way. Returns the locked rows as they were before (which of the groups lie below each), and the groups not counted.
    */
-  async lockChains(
-    m: EntityManager,
-    runId: string,
-    groupIds: number[],
-    token: number,
-    failFastExact: boolean,
-  ): Promise<(LockedRow & { below: number[] })[]> {
-    return preparedQuery(
-      m,
-      'job_groups_lock_chains',
-      `WITH chains AS (
-         SELECT ancestor_id, array_agg(job_group_id) AS below FROM job_group_self_and_ancestors
-          WHERE run_id = $1 AND job_group_id = ANY($2::int[]) GROUP BY ancestor_id
-       )
-       SELECT c.job_group_id AS "jobGroupId", g.depth AS level, c.token,
-              g.cancel_after_n_failures AS "cancelAfterNFailures", c.cancelled, ch.below, ${COUNTS}, ${ACTIVE}
-         FROM chains ch
-         JOIN job_groups g ON g.run_id = $1 AND g.job_group_id = ch.ancestor_id
-         JOIN job_group_counters c ON c.run_id = $1 AND c.job_group_id = ch.ancestor_id
-          AND (c.token = $3 OR ($4 AND g.cancel_after_n_failures IS NOT NULL))
-        ORDER BY g.depth DESC, c.job_group_id, c.token
-          FOR UPDATE OF c`,
-      [runId, groupIds, token, failFastExact],
-    );
-  }
-
-  /**
-   * Adds per-group deltas to the token's rows (already locked), and `active` to the root's, in one statement.
-   */
-  async addLevelCounts(
+  async countChains(
     m: EntityManager,
     runId: string,
     token: number,
     perGroup: ReadonlyMap<number, CountsDelta>,
     active: ActiveDelta,
-  ): Promise<void> {
-    const groups = [...new Set([...perGroup.keys(), 0])];
-    const at = (g: number, k: keyof CountsDelta) => perGroup.get(g)?.[k] ?? 0;
-    const root = (g: number, n: number | undefined) => (g === 0 ? (n ?? 0) : 0);
-    await preparedQuery(
+    failFastExact: boolean,
+  ): Promise<{ rows: (LockedRow & { below: number[] })[]; uncounted: number[] }> {
+    const groups = [...perGroup.keys()];
+    const at = (k: keyof CountsDelta) => groups.map((g) => perGroup.get(g)?.[k] ?? 0);
+    const rows = await preparedQuery<LockedRow & { below: number[]; uncounted: number[] }>(
       m,
-      'job_groups_add_level_counts',
-      `UPDATE job_group_counters c
-          SET n_completed = c.n_completed + v.completed, n_succeeded = c.n_succeeded + v.succeeded,
-              n_failed = c.n_failed + v.failed, n_cancelled = c.n_cancelled + v.cancelled,
-              n_aborted = c.n_aborted + v.aborted, n_always_run_open = c.n_always_run_open + v.open,
-              n_provisioning = c.n_provisioning + v.provisioning, n_running = c.n_running + v.running,
-              n_retrying = c.n_retrying + v.retrying, n_pending = c.n_pending + v.pending
-         FROM unnest($3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[], $9::int[], $10::int[],
-                     $11::int[], $12::int[], $13::int[])
-           AS v(g, completed, succeeded, failed, cancelled, aborted, open, provisioning, running, retrying, pending)
-        WHERE c.run_id = $1 AND c.token = $2 AND c.job_group_id = v.g`,
+      'job_groups_count_chains',
+      `WITH asked AS (
+         SELECT * FROM unnest($2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[], $8::int[])
+           AS a(g, completed, succeeded, failed, cancelled, aborted, open)
+       ), chains AS (
+         SELECT sa.job_group_id AS g, sa.ancestor_id AS level FROM job_group_self_and_ancestors sa
+          WHERE sa.run_id = $1 AND sa.job_group_id = ANY($2::int[])
+       ), locked AS (
+         SELECT c.job_group_id AS "jobGroupId", g.depth AS level, c.token,
+                g.cancel_after_n_failures AS "cancelAfterNFailures", c.cancelled, ${COUNTS}, ${ACTIVE}
+           FROM job_group_counters c JOIN job_groups g ON g.run_id = c.run_id AND g.job_group_id = c.job_group_id
+          WHERE c.run_id = $1 AND c.job_group_id IN (SELECT level FROM chains)
+            AND (c.token = $9 OR ($10 AND g.cancel_after_n_failures IS NOT NULL))
+          ORDER BY g.depth DESC, c.job_group_id, c.token
+            FOR UPDATE OF c
+       ), verdict AS (
+         SELECT ch.g, NOT bool_or(l.cancelled) AS counted
+           FROM chains ch JOIN locked l ON l."jobGroupId" = ch.level GROUP BY ch.g
+       ), deltas AS (
+         SELECT ch.level, sum(a.completed) AS completed, sum(a.succeeded) AS succeeded, sum(a.failed) AS failed,
+                sum(a.cancelled) AS cancelled, sum(a.aborted) AS aborted, sum(a.open) AS open
+           FROM asked a JOIN verdict v ON v.g = a.g AND v.counted JOIN chains ch ON ch.g = a.g
+          GROUP BY ch.level
+       ), updated AS (
+         UPDATE job_group_counters c
+            SET n_completed = c.n_completed + coalesce(d.completed, 0),
+                n_succeeded = c.n_succeeded + coalesce(d.succeeded, 0),
+                n_failed = c.n_failed + coalesce(d.failed, 0), n_cancelled = c.n_cancelled + coalesce(d.cancelled, 0),
+                n_aborted = c.n_aborted + coalesce(d.aborted, 0),
+                n_always_run_open = c.n_always_run_open + coalesce(d.open, 0),
+                n_provisioning = c.n_provisioning + CASE WHEN c.job_group_id = 0 THEN $11 ELSE 0 END,
+                n_running = c.n_running + CASE WHEN c.job_group_id = 0 THEN $12 ELSE 0 END,
+                n_retrying = c.n_retrying + CASE WHEN c.job_group_id = 0 THEN $13 ELSE 0 END,
+                n_pending = c.n_pending + CASE WHEN c.job_group_id = 0 THEN $14 ELSE 0 END
+           FROM (SELECT level FROM deltas UNION SELECT 0) t LEFT JOIN deltas d ON d.level = t.level
+          WHERE c.run_id = $1 AND c.token = $9 AND c.job_group_id = t.level
+      RETURNING c.job_group_id
+       )
+       SELECT l.*, (SELECT array_agg(ch.g) FROM chains ch WHERE ch.level = l."jobGroupId") AS below,
+              (SELECT coalesce(array_agg(v.g), '{}') FROM verdict v WHERE NOT v.counted) AS uncounted,
+              (SELECT count(*) FROM updated) AS written
+         FROM locked l ORDER BY l.level DESC, l."jobGroupId", l.token`,
       [
         runId,
-        token,
         groups,
-        groups.map((g) => at(g, 'nCompleted')),
-        groups.map((g) => at(g, 'nSucceeded')),
-        groups.map((g) => at(g, 'nFailed')),
-        groups.map((g) => at(g, 'nCancelled')),
-        groups.map((g) => at(g, 'nAborted')),
-        groups.map((g) => at(g, 'nAlwaysRunOpen')),
-        groups.map((g) => root(g, active.nProvisioning)),
-        groups.map((g) => root(g, active.nRunning)),
-        groups.map((g) => root(g, active.nRetrying)),
-        groups.map((g) => root(g, active.nPending)),
+        at('nCompleted'),
+        at('nSucceeded'),
+        at('nFailed'),
+        at('nCancelled'),
+        at('nAborted'),
+        at('nAlwaysRunOpen'),
+        token,
+        failFastExact,
+        active.nProvisioning ?? 0,
+        active.nRunning ?? 0,
+        active.nRetrying ?? 0,
+        active.nPending ?? 0,
       ],
     );
+    return {
+      // eslint-disable-next-line @typescript-eslint/no-unused-vars -- `_` drops the statement-wide column
+      rows: rows.map(({ uncounted: _, ...row }) => row),
+      uncounted: rows[0]?.uncounted ?? [],
+    };
   }
 
   /** Moves the run's active counts on the root's row of `token`. */
@@ -421,140 +405,5 @@ export class JobGroupCountersRepository {
         groups.map((g) => pending.get(g) ?? 0),
       ],
     );
-  }
-
-  /**
-   * For each (run, group) asked and every ancestor of it, deduplicated: its counters summed, the cancellations over
-   * it, its recorded status and state, and the run's stop reason; in one statement (one snapshot). `abortReason`
-   * is the reason of a cancellation that is an abort.
-   */
-  async settleInputs(
-    m: EntityManager,
-    asked: { runId: string; jobGroupId: number }[],
-    abortReason: string,
-  ): Promise<SettleRow[]> {
-    if (asked.length === 0) return [];
-    return preparedQuery<SettleRow>(
-      m,
-      'job_groups_settle_inputs',
-      `WITH asked AS (
-         SELECT DISTINCT sa.run_id, sa.ancestor_id AS job_group_id
-           FROM unnest($1::uuid[], $2::int[]) AS w(run_id, job_group_id)
-           JOIN job_group_self_and_ancestors sa ON sa.run_id = w.run_id AND sa.job_group_id = w.job_group_id
-       )
-       SELECT a.run_id AS "runId", a.job_group_id AS "jobGroupId", g.status, g.state,
-              o.cancelled, o.aborted, o.stop_reason AS "stopReason", s.*
-         FROM asked a
-         JOIN job_groups g ON g.run_id = a.run_id AND g.job_group_id = a.job_group_id
-         CROSS JOIN LATERAL (
-           SELECT count(x.run_id) > 0 AS cancelled, coalesce(bool_or(x.reason = $3), false) AS aborted,
-                  max(x.reason) FILTER (WHERE x.job_group_id = 0) AS stop_reason
-             FROM job_group_self_and_ancestors sa
-             LEFT JOIN job_groups_cancelled x ON x.run_id = sa.run_id AND x.job_group_id = sa.ancestor_id
-            WHERE sa.run_id = a.run_id AND sa.job_group_id = a.job_group_id
-         ) o
-         CROSS JOIN LATERAL (
-           SELECT ${SUMMED_COUNTS}, ${SUMMED_ACTIVE} FROM job_group_counters c
-            WHERE c.run_id = a.run_id AND c.job_group_id = a.job_group_id
-         ) s
-        ORDER BY a.run_id, a.job_group_id`,
-      [asked.map((a) => a.runId), asked.map((a) => a.jobGroupId), abortReason],
-    );
-  }
-
-  /** Every group's counters (summed), for the invariants check. */
-  async allCounters(): Promise<(Counts & { runId: string; jobGroupId: number; nPending: number })[]> {
-    return this.dataSource.query(
-      `SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", ${SUMMED_COUNTS}, sum(c.n_pending)::int AS "nPending"
-         FROM job_group_counters c GROUP BY c.run_id, c.job_group_id`,
-    );
-  }
-
-  /**
-   * Groups whose counter rows disagree with job_groups_cancelled (a flag set where no cancellation is, or missing
-   * where one is), or that do not have exactly COUNTER_TOKENS rows.
-   */
-  async rowMismatches(): Promise<{ runId: string; jobGroupId: number; rows: number; flags: string }[]> {
-    return this.dataSource.query(
-      `SELECT c.run_id AS "runId", c.job_group_id AS "jobGroupId", count(*)::int AS rows,
-              string_agg(DISTINCT c.cancelled::text, ',') AS flags
-         FROM job_group_counters c
-         LEFT JOIN job_groups_cancelled x ON x.run_id = c.run_id AND x.job_group_id = c.job_group_id
-        GROUP BY c.run_id, c.job_group_id, x.run_id
-       HAVING count(*) <> $1 OR bool_or(c.cancelled <> (x.run_id IS NOT NULL))`,
-      [COUNTER_TOKENS],
-    );
-  }
-
-  async countsOf(
-    runId: string,
-    jobGroupId: number,
-    m: EntityManager = this.dataSource.manager,
-  ): Promise<(Counts & ActiveCounts) | null> {
-    const [row] = await m.query(
-      `SELECT ${SUMMED_COUNTS}, ${SUMMED_ACTIVE} FROM job_group_counters c
-        WHERE c.run_id = $1 AND c.job_group_id = $2 GROUP BY c.job_group_id`,
-      [runId, jobGroupId],
-    );
-    return row ?? null;
-  }
-
-  /**
-   * Root counters and active counts of several runs, with whether any group of the run is cancelled: what a run
-   * view's job_counts derive from (one index range of COUNTER_TOKENS rows per run, whatever the run holds).
-   */
-  async rootCountersOf(
-    runIds: string[],
-    m: EntityManager = this.dataSource.manager,
-  ): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
-    if (runIds.length === 0) return new Map();
-    const rows: (Counts & ActiveCounts & { runId: string; anyCancelled: boolean })[] = await m.query(
-      `SELECT c.run_id AS "runId", ${SUMMED_COUNTS}, ${SUMMED_ACTIVE},
-              EXISTS (SELECT 1 FROM job_groups_cancelled x WHERE x.run_id = c.run_id) AS "anyCancelled"
-         FROM job_group_counters c WHERE c.run_id = ANY($1::uuid[]) AND c.job_group_id = 0
-        GROUP BY c.run_id`,
-      [runIds],
-    );
-    return new Map(rows.map((r) => [r.runId, r]));
-  }
-
-  /** Jobs of these runs not finished yet (from their roots' counters). */
-  async unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
-    if (runIds.length === 0) return 0;
-    const [row]: { n: string }[] = await m.query(
-      `SELECT coalesce(sum(n_jobs - n_completed), 0) AS n FROM job_group_counters
-         WHERE run_id = ANY($1::uuid[]) AND job_group_id = 0`,
-      [runIds],
-    );
-    return Number(row.n);
-  }
-
-  /** Root counters, with the runs' active counts, of several runs at once. */
-  async rootCounts(
-    runIds: string[],
-    m: EntityManager = this.dataSource.manager,
-  ): Promise<Map<string, Counts & ActiveCounts>> {
-    if (runIds.length === 0) return new Map();
-    const rows: (Counts & ActiveCounts & { runId: string })[] = await m.query(
-      `SELECT c.run_id AS "runId", ${SUMMED_COUNTS}, ${SUMMED_ACTIVE} FROM job_group_counters c
-         WHERE c.run_id = ANY($1::uuid[]) AND c.job_group_id = 0 GROUP BY c.run_id`,
-      [runIds],
-    );
-    return new Map(rows.map((r) => [r.runId, r]));
-  }
-
-  async countersOfGroups(
-    runId: string,
-    groupIds: number[],
-    m: EntityManager = this.dataSource.manager,
-  ): Promise<Map<number, Counts & { nPending: number }>> {
-    if (groupIds.length === 0) return new Map();
-    const rows: (Counts & { jobGroupId: number; nPending: number })[] = await m.query(
-      `SELECT c.job_group_id AS "jobGroupId", ${SUMMED_COUNTS}, sum(c.n_pending)::int AS "nPending"
-         FROM job_group_counters c
-        WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[]) GROUP BY c.job_group_id`,
-      [runId, groupIds],
-    );
-    return new Map(rows.map((r) => [r.jobGroupId, r]));
   }
 }

@@ -5,7 +5,7 @@ import { GroupCounts } from './dto/job-group.dto';
 import { effectiveCounts } from './group-counts';
 import { JobGroupViewsService } from './job-group-views.service';
 import { COUNTER_TOKENS } from './counter-tokens';
-import { JobGroupCountersRepository } from './job-group-counters.repository';
+import { JobGroupCounterReadsRepository } from './job-group-counter-reads.repository';
 import { JobGroupsRepository } from './job-groups.repository';
 
 /** The job-group tree's invariant checks: every group's counters against the tallies of its subtree's jobs. */
@@ -13,7 +13,7 @@ import { JobGroupsRepository } from './job-groups.repository';
 export class JobGroupInvariantsService {
   constructor(
     private readonly groups: JobGroupsRepository,
-    private readonly counters: JobGroupCountersRepository,
+    private readonly reads: JobGroupCounterReadsRepository,
     private readonly views: JobGroupViewsService,
   ) {}
 
@@ -73,12 +73,12 @@ export class JobGroupInvariantsService {
       // Pending counts are raw: every level counts its subtree's pending jobs, cancelled or not.
       expectedPending.set(key(runId, ancestorId), (expectedPending.get(key(runId, ancestorId)) ?? 0) + d.nPending);
     }
-    const out: string[] = (await this.counters.rowMismatches()).map(
+    const out: string[] = (await this.reads.rowMismatches()).map(
       (r) =>
         `run ${r.runId} group ${r.jobGroupId}: ${r.rows} counter rows (want ${COUNTER_TOKENS}), cancelled flags ` +
         `${r.flags}, disagreeing with job_groups_cancelled or among themselves`,
     );
-    for (const c of await this.counters.allCounters()) {
+    for (const c of await this.reads.allCounters()) {
       const shown = effectiveCounts(
         c,
         cancellations.get(c.runId)?.has(c.jobGroupId) ?? false,

@@ -9,6 +9,7 @@ import { CancellationView, CreateJobGroupDto, JobGroupView, toCancellationView }
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
 import { JobGroupViewsService } from './job-group-views.service';
+import { GroupCountingService } from './group-counting.service';
 import { JobGroupsService } from './job-groups.service';
 import { groupCancelledEvent, jobStatusEvent } from '../events/event-types';
 import { EventsService } from '../events/events.service';
@@ -34,6 +35,7 @@ export class JobGroupRequestsService {
     private readonly runStatus: RunStatusService,
     private readonly runViews: RunViewsService,
     private readonly groups: JobGroupsService,
+    private readonly counting: GroupCountingService,
     private readonly groupViews: JobGroupViewsService,
     private readonly jobs: JobsService,
     private readonly idempotency: IdempotencyService,
@@ -130,7 +132,8 @@ export class JobGroupRequestsService {
             await this.groups.addJobs(m, chain, newJobs.length, alwaysRun, pending);
             // Jobs a parent's failure ended before they were added: counted as cancelled outcomes, with their events.
             const ended = newJobs.filter((j) => j.status === 'terminated');
-            if (ended.length > 0) await this.groups.countCascaded(m, run.id, new Map([[jobGroupId, ended.length]]), []);
+            if (ended.length > 0)
+              await this.counting.countCascaded(m, run.id, new Map([[jobGroupId, ended.length]]), []);
             await this.events.record(
               m,
               ended.map((j) =>

@@ -6,7 +6,7 @@ import { required } from '../../common/required';
 import { type Cancellation, stopsAlwaysRun } from '../lifecycle/outcomes';
 import { JobGroupView } from './dto/job-group.dto';
 import { type RootState, toCancellation, toView } from './group-counts';
-import { JobGroupCountersRepository } from './job-group-counters.repository';
+import { JobGroupCounterReadsRepository } from './job-group-counter-reads.repository';
 import type { ActiveCounts, Counts } from './job-group-rows';
 import { JobGroupsRepository } from './job-groups.repository';
 
@@ -15,7 +15,7 @@ import { JobGroupsRepository } from './job-groups.repository';
 export class JobGroupViewsService {
   constructor(
     private readonly groups: JobGroupsRepository,
-    private readonly counters: JobGroupCountersRepository,
+    private readonly reads: JobGroupCounterReadsRepository,
   ) {}
 
   /** Root counters of runs, with whether each has a cancelled group (see JobGroupCountersRepository.rootCountersOf). */
@@ -23,15 +23,15 @@ export class JobGroupViewsService {
     runIds: string[],
     m?: EntityManager,
   ): Promise<Map<string, Counts & ActiveCounts & { anyCancelled: boolean }>> {
-    return this.counters.rootCountersOf(runIds, m);
+    return this.reads.rootCountersOf(runIds, m);
   }
 
   unfinishedJobs(m: EntityManager, runIds: string[]): Promise<number> {
-    return this.counters.unfinishedJobs(m, runIds);
+    return this.reads.unfinishedJobs(m, runIds);
   }
 
   async rootCounts(runIds: string[], m?: EntityManager): Promise<Map<string, Counts & ActiveCounts>> {
-    return this.counters.rootCounts(runIds, m);
+    return this.reads.rootCounts(runIds, m);
   }
 
   /** The reason of each stopped run's stop (group 0's cancellation); runs not stopped are left out. */
@@ -64,10 +64,7 @@ export class JobGroupViewsService {
   async get(runId: string, jobGroupId: number, m?: EntityManager): Promise<JobGroupView> {
     const group = await this.groups.findGroup(runId, jobGroupId, m);
     if (!group) throw notFound(`job group ${jobGroupId}`);
-    const counts = required(
-      await this.counters.countsOf(runId, jobGroupId, m),
-      `the counters of job group ${jobGroupId}`,
-    );
+    const counts = required(await this.reads.countsOf(runId, jobGroupId, m), `the counters of job group ${jobGroupId}`);
     const all = await this.groups.chainCancellations(runId, jobGroupId, m);
     const cancellation = all[0] ? { ...all[0], abort: all.find(stopsAlwaysRun) ?? null } : null;
     return toView(group, counts, cancellation);
@@ -92,7 +89,7 @@ export class JobGroupViewsService {
       (g) => [g.jobGroupId],
       (g) => g,
     );
-    const counts = await this.counters.countersOfGroups(
+    const counts = await this.reads.countersOfGroups(
       runId,
       page.items.map((g) => g.jobGroupId),
     );
@@ -111,7 +108,7 @@ export class JobGroupViewsService {
 
   /** The root's counters and its cancellation reason, read fresh (call with the run row locked). */
   async rootState(m: EntityManager, runId: string): Promise<RootState> {
-    const counts = await this.counters.countsOf(runId, 0, m);
+    const counts = await this.reads.countsOf(runId, 0, m);
     if (!counts) throw notFound('job group 0');
     const [root] = await this.groups.chainCancellations(runId, 0, m);
     return { counts, stopReason: root?.reason ?? null };

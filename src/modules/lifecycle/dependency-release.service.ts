@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
-import { JobGroupsService } from '../job-groups/job-groups.service';
+import { GroupCountingService } from '../job-groups/group-counting.service';
 import { DependenciesService } from '../jobs/dependencies.service';
 import { RunStatusService } from '../runs/run-status.service';
 import { LifecycleEvents } from './lifecycle-events.service';
@@ -25,7 +25,7 @@ export interface FinalJob {
 export class DependencyRelease {
   constructor(
     private readonly deps: DependenciesService,
-    private readonly groups: JobGroupsService,
+    private readonly counting: GroupCountingService,
     private readonly events: LifecycleEvents,
     private readonly runStatus: RunStatusService,
   ) {}
@@ -60,7 +60,7 @@ export class DependencyRelease {
     const leftPending = new Map<number, number>();
     for (const d of doomed) perGroup.set(d.jobGroupId, (perGroup.get(d.jobGroupId) ?? 0) + 1);
     for (const j of [...doomed, ...released]) leftPending.set(j.jobGroupId, (leftPending.get(j.jobGroupId) ?? 0) + 1);
-    const result = await this.groups.countCascaded(m, runId, perGroup, alsoLock, leftPending, failuresNext);
+    const result = await this.counting.countCascaded(m, runId, perGroup, alsoLock, leftPending, failuresNext);
     let counted = false;
     if (doomed.length > 0) {
       await this.deps.endDoomed(

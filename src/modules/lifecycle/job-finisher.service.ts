@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
+import { GroupCountingService } from '../job-groups/group-counting.service';
 import { JobGroupsService } from '../job-groups/job-groups.service';
 import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
@@ -48,6 +49,7 @@ export class JobFinisher {
   constructor(
     private readonly subs: SubmissionsService,
     private readonly groups: JobGroupsService,
+    private readonly counting: GroupCountingService,
     private readonly groupViews: JobGroupViewsService,
     private readonly runStatus: RunStatusService,
     private readonly runAccess: RunAccessService,
@@ -135,7 +137,7 @@ export class JobFinisher {
         : { pending: {} };
     let active: ActiveDelta = cascade.pending;
     for (const i of finals) active = addDelta(active, activeDelta(i.submission.status, -1, i.submission.submissionNum));
-    const { uncounted, cancellations } = await this.groups.countOutcomes(
+    const { uncounted, cancellations } = await this.counting.countOutcomes(
       m,
       runId,
       finals.map((i) => ({

@@ -6,6 +6,7 @@ import { TransactionRunner } from '../../infra/database/transaction.runner';
 import { BackgroundLoopsService } from '../../infra/loops/background-loops.service';
 import { groupStatusEvents, type NewEvent, runStatusEvent } from '../events/event-types';
 import { EventsService } from '../events/events.service';
+import { GroupCountingService } from '../job-groups/group-counting.service';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import {
   type ActiveDelta,
@@ -64,6 +65,7 @@ export class RunStatusService implements OnModuleInit {
     private readonly tx: TransactionRunner,
     private readonly runs: RunsRepository,
     private readonly groups: JobGroupsService,
+    private readonly counting: GroupCountingService,
     private readonly groupViews: JobGroupViewsService,
     private readonly events: EventsService,
     private readonly loops: BackgroundLoopsService,
@@ -89,7 +91,7 @@ export class RunStatusService implements OnModuleInit {
 
   /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and settles its status after. */
   async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<void> {
-    await this.groups.moveActive(m, runId, d);
+    await this.counting.moveActive(m, runId, d);
     this.settleAfterCommit(m, runId);
   }
 
