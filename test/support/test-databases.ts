@@ -89,6 +89,7 @@ export const OWN_DATABASES = [
   'terminal',
   'console',
   'tokens',
+  'schema',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
