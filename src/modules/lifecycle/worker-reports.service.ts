@@ -20,7 +20,7 @@ import { isFinished } from './vocabulary';
 /** The most reports one transaction applies (whole requests: one batch may bring it past this alone). */
 const MAX_REPORTS_PER_TRANSACTION = 200;
 /** Transactions of reports at once: one can be prepared while another waits for the database. */
-const MAX_IN_FLIGHT = 2;
+const MAX_IN_FLIGHT = 1;
 
 /**
  * An error a report's own rows may cause (a constraint or a data exception: SQLSTATE classes 23 and 22), rather than
