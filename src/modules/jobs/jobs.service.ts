@@ -19,6 +19,7 @@ import {
 import { DependenciesRepository } from './dependencies.repository';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
+import { JobPagesRepository } from './job-pages.repository';
 import { DirectOutcomes, JobsRepository, SubmissionState } from './jobs.repository';
 
 export type { DirectOutcomes, SubmissionState };
@@ -32,6 +33,7 @@ export type GroupCancellations = Map<number, Cancellation>;
 export class JobsService implements OnModuleInit {
   constructor(
     private readonly jobs: JobsRepository,
+    private readonly pages: JobPagesRepository,
     private readonly latest: LatestSubmissionsRepository,
     private readonly invariants: InvariantsRegistry,
     private readonly deps: DependenciesRepository,
@@ -92,7 +94,7 @@ export class JobsService implements OnModuleInit {
     cancellations: Map<string, GroupCancellations>,
     m?: EntityManager,
   ): Promise<Map<string, { jobs: JobView[]; truncated: boolean }>> {
-    const fetched = await this.jobs.firstJobsOfRuns(runIds, jobsLimit + 1, m);
+    const fetched = await this.pages.firstJobsOfRuns(runIds, jobsLimit + 1, m);
     const perRun = new Map<string, Job[]>(runIds.map((id) => [id, []]));
     for (const job of fetched) required(perRun.get(job.runId), `the jobs of run ${job.runId}`).push(job);
     const out = new Map<string, { jobs: JobView[]; truncated: boolean }>();
@@ -183,18 +185,15 @@ export class JobsService implements OnModuleInit {
     return rows.reduce((n, r) => n + r.n, 0);
   }
 
-  /** Jobs with job_num in [fromJobNum, toJobNum): one batch added to a run. */
+  /** Jobs with job_num in [fromJobNum, toJobNum): one batch added to a run, each with its one submission. */
   async addedViews(m: EntityManager, runId: string, fromJobNum: number, toJobNum: number): Promise<JobView[]> {
-    const jobs = await this.jobs.jobsBetween(m, runId, fromJobNum, toJobNum);
-    const subs = await this.latest.latestPerJob(
-      jobs.map((j) => j.id),
-      1,
-      m,
-    );
+    const jobs = await this.pages.jobsBetween(m, runId, fromJobNum, toJobNum);
+    // Found by the number each job row points at (one index probe per job, no walk of its history).
+    const newest = await this.latest.newestOf(jobs, m);
     const parents = await this.parentsOf(jobs, m);
     return jobs.map((j) => {
-      const s = subs.get(j.id) ?? [];
-      return toJobView(j, s, s[0] ?? null, null, parents.get(j.id));
+      const s = newest.get(j.id) ?? null;
+      return toJobView(j, s ? [s] : [], s, null, parents.get(j.id));
     });
   }
 
@@ -255,7 +254,7 @@ export class JobsService implements OnModuleInit {
       (cancelledJobOutcome(c).status === 'aborted' ? aborted : terminated).push(g);
       if (abortOf(c)) abortOver.push(g);
     }
-    const rows = await this.jobs.listJobs(runId, {
+    const rows = await this.pages.listJobs(runId, {
       groupIds,
       statuses,
       terminatedGroups: terminated,
