@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { timeOrderedUuid } from '../../common/ids/time-ordered-uuid';
 import {
   CANCELLED_STATUSES,
   PROVISIONING_STATUSES,
@@ -8,7 +9,6 @@ import {
 } from '../lifecycle/outcomes';
 import { FINISHED_STATUSES, PENDING_STATUS, QUEUED_STATUSES, type SubmissionStatus } from '../lifecycle/vocabulary';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import type { NewJob } from './dto/job-spec';
 import { Job } from './entities/job.entity';
@@ -40,7 +40,7 @@ export class JobsRepository {
   async insertJobs(m: EntityManager, runId: string, jobs: NewJob[], priority: number): Promise<void> {
     for (let start = 0; start < jobs.length; start += INSERT_CHUNK) {
       const chunk = jobs.slice(start, start + INSERT_CHUNK);
-      const submissionIds = chunk.map(() => randomUUID());
+      const submissionIds = chunk.map(() => timeOrderedUuid());
       const statuses = chunk.map((j) => j.status ?? NEW_JOB_STATUS);
       const reasons = chunk.map((j) => j.terminationReason ?? null);
       const finished = statuses.map((st) => (FINISHED_STATUSES as readonly string[]).includes(st));

@@ -1,5 +1,5 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../common/ids/time-ordered-uuid';
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
@@ -60,7 +60,7 @@ export class JobsService implements OnModuleInit {
       const spec = { ...job.spec, resources: { ...job.spec.resources } };
       for (let replicaNum = 0; replicaNum < (job.replicas ?? 1); replicaNum++) {
         out.push({
-          id: randomUUID(),
+          id: timeOrderedUuid(),
           jobGroupId,
           jobNum,
           replicaNum,

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../common/ids/time-ordered-uuid';
 import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
@@ -131,7 +131,7 @@ export class SubmissionsRepository {
     job: JobFacts,
     prev: SubmissionFacts,
   ): Promise<{ id: string; submissionNum: number }> {
-    const id = randomUUID();
+    const id = timeOrderedUuid();
     const submissionNum = job.latestSubmissionNum + 1;
     await m.query(
       `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu,
