@@ -160,8 +160,8 @@ export class TimedClaimer {
     return ms;
   }
 
-  /** One claim in ms, whatever it was handed (nothing included), finishing what it got. */
-  async claimAny(): Promise<number> {
+  /** One claim in ms and how many it was handed (maybe none), finishing what it got. */
+  async claimAny(): Promise<{ ms: number; handed: number }> {
     const t0 = performance.now();
     const got = await this.worker.claim(1);
     const ms = performance.now() - t0;
@@ -169,7 +169,7 @@ export class TimedClaimer {
       await this.worker.running(s.id);
       await this.worker.complete(s.id, DONE);
     }
-    return ms;
+    return { ms, handed: got.length };
   }
 }
 

@@ -276,17 +276,27 @@ async function cancelAndSweep(ctx: Ctx): Promise<TargetResult[]> {
       )
     ).rows[0].n;
   const before = await queued();
+  // Queued work of other runs in the big claimer's queue (no image needed), below the big run's by priority.
+  const otherQueued = (
+    await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM job_submissions
+        WHERE status = 'submitted' AND NOT needs_container AND run_id <> ALL($1::uuid[])`,
+      [[big.id, ...targets]],
+    )
+  ).rows[0].n;
   const bigCancel = await cancel(big.project, big.id, 0);
   const sweepStart = performance.now();
 
   // While the sweep runs: claims of the twin (its own queue), claims of the big run's queue (which meet the
   // cancelled submissions first), and the twin's run view.
-  const during = { twinClaim: [] as number[], bigClaim: [] as number[], twinView: [] as number[] };
+  const during = { twinClaim: [] as number[], bigClaim: [] as number[], twinView: [] as number[], bigHanded: 0 };
   let sweeping = true;
   const neighbours = (async () => {
     while (sweeping) {
       during.twinClaim.push(await ctx.twinClaimer.claimOnce(twin.id));
-      during.bigClaim.push(await ctx.bigClaimer.claimAny());
+      const claimed = await ctx.bigClaimer.claimAny();
+      during.bigClaim.push(claimed.ms);
+      during.bigHanded += claimed.handed;
       const t0 = performance.now();
       const res = await server.send('GET', `/api/v1/projects/${twin.project}/runs/${twin.id}`, undefined);
       if (res.status !== 200) throw new Error(`twin view → ${res.status}`);
@@ -330,7 +340,12 @@ async function cancelAndSweep(ctx: Ctx): Promise<TargetResult[]> {
       ["the twin's run view during the sweep", ...summary(during.twinView)],
     ],
     [
-      `queued left: ${samples.map(([s, n]) => `${s.toFixed(0)} s ${fmtInt(n)}`).join(', ')}`,
+      `claims of the big run's queue handed a job ${during.bigHanded} times of ${during.bigClaim.length}, while ` +
+        `${fmtInt(otherQueued)} jobs of other runs that fit waited behind the cancelled ones`,
+      `queued left: ${samples
+        .filter((_, k) => k % 5 === 0 || k === samples.length - 1)
+        .map(([s, n]) => `${s.toFixed(0)} s ${fmtInt(n)}`)
+        .join(', ')}`,
       left === 0
         ? `all ended after ${elapsed.toFixed(0)} s (${fmtInt(Math.round(rate))}/s)`
         : `${fmtInt(left)} left after ${elapsed.toFixed(0)} s: ${fmtInt(Math.round(rate))}/s, all ended in ` +
