@@ -140,7 +140,10 @@ async function grow(ctx: Ctx): Promise<TargetResult[]> {
   }
   ctx.memory.push(['growth', server.peakRssMiB()]);
   const ends = (xs: number[]) => [median(xs.slice(0, ENDS)), median(xs.slice(-ENDS))];
-  const [first, last] = ends(times);
+  // The verdict takes the fastest request at each end: other work on the machine only ever adds to a request's time
+  // (the CPU columns say whether the requests themselves grew).
+  const [first, last] = [Math.min(...times.slice(0, ENDS)), Math.min(...times.slice(-ENDS))];
+  const [firstP50, lastP50] = ends(times);
   const [serverFirst, serverLast] = ends(cpu.map((c) => c.server));
   const [dbFirst, dbLast] = ends(cpu.map((c) => c.db));
   const marks = [
@@ -160,7 +163,8 @@ async function grow(ctx: Ctx): Promise<TargetResult[]> {
         rss[r].toFixed(0),
       ]),
     [
-      `medians of the first and last ${ENDS}: ${fmtMs(first)} → ${fmtMs(last)} ms (${fmtRatio(last / first)}); ` +
+      `first and last ${ENDS}: fastest ${fmtMs(first)} → ${fmtMs(last)} ms (${fmtRatio(last / first)}), medians ` +
+        `${fmtMs(firstP50)} → ${fmtMs(lastP50)} ms (${fmtRatio(lastP50 / firstP50)}); CPU medians: ` +
         `server CPU ${serverFirst.toFixed(0)} → ${serverLast.toFixed(0)} ms (${fmtRatio(serverLast / serverFirst)}); ` +
         `PostgreSQL CPU ${dbFirst.toFixed(0)} → ${dbLast.toFixed(0)} ms (${fmtRatio(dbLast / dbFirst)})`,
       `first and last alone: ${fmtMs(times[0])} / ${fmtMs(times[REQUESTS - 1])} ms`,
@@ -173,8 +177,9 @@ async function grow(ctx: Ctx): Promise<TargetResult[]> {
       measured: fmtRatio(last / first),
       pass: last <= 1.3 * first,
       note:
-        `medians of ${ENDS} at each end: ${fmtMs(last)} vs ${fmtMs(first)} ms; CPU server ` +
-        `${fmtRatio(serverLast / serverFirst)}, PostgreSQL ${fmtRatio(dbLast / dbFirst)}`,
+        `fastest of ${ENDS} at each end: ${fmtMs(last)} vs ${fmtMs(first)} ms (medians ` +
+        `${fmtRatio(lastP50 / firstP50)}); CPU server ${fmtRatio(serverLast / serverFirst)}, PostgreSQL ` +
+        fmtRatio(dbLast / dbFirst),
     },
   ];
 }
