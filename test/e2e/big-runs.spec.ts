@@ -81,6 +81,49 @@ describe('big runs: reads cost what they return', () => {
     expect(big.rows).toBeLessThanOrEqual(small.rows + SLACK);
   });
 
+  it('jobs waiting on parents below a cancellation are counted from the counters, not read', async () => {
+    // Per size: p in the root, its children in group a (cancelled), one always_run child in group b (not).
+    const made: Record<'big' | 'small', { project: string; runId: string }> = {} as never;
+    for (const [size, children] of [
+      ['big', 2000],
+      ['small', 20],
+    ] as const) {
+      const project = (await makeProject(t, owner)).name;
+      const run = await makeRun(t, owner, project, {
+        job_groups: [{ ref: 'a' }, { ref: 'b' }],
+        jobs: [
+          { name: 'p', ref: 'p', spec: jobSpec() },
+          { name: 'c', group_ref: 'a', depends_on: ['p'], replicas: children, spec: jobSpec() },
+          { name: 'keep', group_ref: 'b', depends_on: ['p'], always_run: true, spec: jobSpec() },
+        ],
+      });
+      await t.http.post(`/api/v1/projects/${project}/runs/${run.id}/job-groups/1/cancel`).set(owner.auth).expect(200);
+      made[size] = { project, runId: run.id };
+    }
+    await t.dataSource.query('ANALYZE jobs, job_submissions');
+    const read = async (r: { project: string; runId: string }, path: string) => {
+      const url = `/api/v1/projects/${r.project}/runs/${r.runId}${path}`;
+      await t.http.get(url).set(owner.auth).expect(200);
+      let body: Record<string, unknown> = {};
+      const m = await measure(t, async () => (body = (await t.http.get(url).set(owner.auth).expect(200)).body));
+      return { body, rows: (await rowsVisited(t.dataSource, m, 'job_submissions')).visited, statements: m.client };
+    };
+    for (const path of ['/job-groups/1', '/job-groups/0', '?jobs_limit=0']) {
+      const big = await read(made.big, path);
+      const small = await read(made.small, path);
+      expect(big.statements).toBe(small.statements);
+      expect(big.rows).toBeLessThanOrEqual(small.rows + SLACK);
+    }
+    // Shown as the cancellation made them: a's children cancelled, b's always_run one still waiting.
+    expect(((await read(made.big, '/job-groups/1')).body.counts as { n_pending: number }).n_pending).toBe(0);
+    expect(((await read(made.big, '/job-groups/0')).body.counts as { n_pending: number }).n_pending).toBe(1);
+    expect((await read(made.big, '?jobs_limit=0')).body.job_counts).toEqual({
+      pending: 1,
+      submitted: 1,
+      terminated: 2000,
+    });
+  });
+
   it('new jobs and submissions get time-ordered ids: in job order, version 7', async () => {
     const { runId, chain } = twins.big;
     const rows: { job: string; submission: string }[] = await t.dataSource.query(

@@ -134,28 +134,32 @@ export class JobsService implements OnModuleInit {
   }
 
   /**
-   * Per run, its jobs on workers (provisioning, running, terminating) in the given groups, by status, and its jobs
-   * there waiting for parents (`pending`; always_run ones left out unless aborted): bounded by what runs at once and
-   * what waits, not by what the run holds.
+   * Per run, its jobs on workers (provisioning, running, terminating) in the given groups, by status (bounded by what
+   * runs at once), and its jobs waiting for parents (`pending`; always_run ones left out unless aborted) in the groups
+   * of `pendingGroupsByRun` (default: the same groups; each such job is read).
    */
   async activeInGroups(
     groupsByRun: Map<string, Map<number, Cancellation>>,
     m?: EntityManager,
+    pendingGroupsByRun: Map<string, Map<number, Cancellation>> = groupsByRun,
   ): Promise<Map<string, Partial<Record<SubmissionStatus, number>>>> {
-    const runIds: string[] = [];
-    const groupIds: number[] = [];
-    const aborts: boolean[] = [];
-    for (const [runId, groups] of groupsByRun) {
-      for (const [g, c] of groups) {
-        runIds.push(runId);
-        groupIds.push(g);
-        aborts.push(abortOf(c) !== null);
+    const flat = (byRun: Map<string, Map<number, Cancellation>>) => {
+      const runIds: string[] = [];
+      const groupIds: number[] = [];
+      const aborts: boolean[] = [];
+      for (const [runId, groups] of byRun) {
+        for (const [g, c] of groups) {
+          runIds.push(runId);
+          groupIds.push(g);
+          aborts.push(abortOf(c) !== null);
+        }
       }
-    }
+      return [runIds, groupIds, aborts] as const;
+    };
     const out = new Map<string, Partial<Record<SubmissionStatus, number>>>();
     const [active, pending] = await Promise.all([
-      this.jobs.activeInGroups(runIds, groupIds, aborts, m),
-      this.jobs.pendingInGroups(runIds, groupIds, aborts, m),
+      this.jobs.activeInGroups(...flat(groupsByRun), m),
+      this.jobs.pendingInGroups(...flat(pendingGroupsByRun), m),
     ]);
     for (const r of [...active, ...pending.map((p) => ({ ...p, status: PENDING_STATUS }))]) {
       const counts = out.get(r.runId) ?? {};
