@@ -189,7 +189,7 @@ export class JobsService implements OnModuleInit {
     return rows.reduce((n, r) => n + r.n, 0);
   }
 
-  /** Jobs with job_num in [fromJobNum, toJobNum): one batch added to a run, each with its one submission. */
+  /** Jobs with job_num in [fromJobNum, toJobNum): one batch added to a run, each with its latest submission. */
   async addedViews(m: EntityManager, runId: string, fromJobNum: number, toJobNum: number): Promise<JobView[]> {
     const jobs = await this.pages.jobsBetween(m, runId, fromJobNum, toJobNum);
     // Found by the number each job row points at (one index probe per job, no walk of its history).
