@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { performance } from 'node:perf_hooks';
+import { runBigRun } from './big-run';
 import { runBilling } from './billing';
 import { runBoundedPage } from './bounded-page';
 import { runCli } from './cli';
@@ -44,6 +45,7 @@ const SUITES: Record<string, (env: BenchEnv) => Promise<TargetResult[]>> = {
   console: runConsole,
   instances: runInstances,
   throughput: runThroughput,
+  'big-run': runBigRun,
 };
 /** Server settings a suite needs, set while its app starts and restored after it. */
 const SUITE_ENV: Record<string, Record<string, string>> = { worker: WORKER_BENCH_ENV };

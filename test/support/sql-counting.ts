@@ -95,18 +95,25 @@ export interface PlanNode {
   Plans?: PlanNode[];
 }
 
+/** Where EXPLAIN runs: a DataSource, or the EntityManager of a transaction the measured statements ran in. */
+export interface Explainer {
+  query(sql: string, params?: unknown[]): Promise<{ 'QUERY PLAN': unknown }[]>;
+}
+
 /**
- * Rows of job_submissions the database actually visited (returned by scans plus those scanned and thrown away by
- * filters) over every statement of a measured request, from EXPLAIN ANALYZE of the very statements it sent.
+ * Rows of `relation` the database actually visited (returned by scans plus those scanned and thrown away by
+ * filters) over every statement of a measured request that names it, from EXPLAIN ANALYZE of the very statements it
+ * sent, run again on `db` (a statement that writes writes again: run those in a transaction rolled back after).
  */
-export async function submissionRowsVisited(
-  t: Pick<TestApp, 'dataSource'>,
+export async function rowsVisited(
+  db: Explainer,
   m: Measured,
+  relation: string,
 ): Promise<{ visited: number; statements: number }> {
   let visited = 0;
   let statements = 0;
   const walkPlan = (node: PlanNode) => {
-    if (node['Relation Name'] === 'job_submissions') {
+    if (node['Relation Name'] === relation) {
       const loops = node['Actual Loops'] ?? 1;
       visited +=
         ((node['Actual Rows'] ?? 0) +
@@ -117,13 +124,21 @@ export async function submissionRowsVisited(
     for (const child of node.Plans ?? []) walkPlan(child);
   };
   for (const st of m.statements) {
-    if (!/job_submissions/i.test(st.sql)) continue;
+    if (!new RegExp(`\\b${relation}\\b`, 'i').test(st.sql) || !/^\s*(WITH|SELECT)/i.test(st.sql)) continue;
     statements++;
-    const [row] = await t.dataSource.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`, st.params);
+    const [row] = await db.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`, st.params);
     const plan = (typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN']) as {
       Plan: PlanNode;
     }[];
     walkPlan(plan[0].Plan);
   }
   return { visited, statements };
+}
+
+/** rowsVisited of job_submissions. */
+export function submissionRowsVisited(
+  t: Pick<TestApp, 'dataSource'>,
+  m: Measured,
+): Promise<{ visited: number; statements: number }> {
+  return rowsVisited(t.dataSource, m, 'job_submissions');
 }

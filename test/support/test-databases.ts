@@ -64,6 +64,7 @@ function isAlive(pid: number): boolean {
  */
 export const OWN_DATABASES = [
   'billing',
+  'bigruns',
   'dag',
   'dagscale',
   'dagcancel',

@@ -169,7 +169,8 @@ export class JobGroupRequestsService {
   /**
    * A group's view whose subtree holds pending jobs, read again with those a cancellation shows as cancelled taken
    * out of its pending count (counters, cancellations and jobs in one snapshot). Only a group with both pending jobs
-   * and a cancellation in the run reads more than its counters.
+   * and a cancellation in the run reads more than its counters, and the jobs themselves only below a cancellation
+   * that spares always_run jobs some of which are still open (see JobGroupViewsService.pendingShownCancelled).
    */
   private async withPendingShown(runId: string, view: JobGroupView): Promise<JobGroupView> {
     if (view.counts.n_pending === 0 || !(await this.groupViews.anyCancelled(runId))) return view;
@@ -178,7 +179,8 @@ export class JobGroupRequestsService {
       const cancellations = (await this.groupViews.effectiveCancellations([runId], m)).get(runId) ?? new Map();
       const subtree = new Set(await this.groupViews.subtreeIds(runId, view.job_group_id, m));
       const under = new Map([...cancellations].filter(([g]) => subtree.has(g)));
-      again.counts.n_pending -= await this.jobs.pendingShownCancelled(runId, under, m);
+      const shown = await this.groupViews.pendingShownCancelled(runId, under, m);
+      again.counts.n_pending -= shown.counted + (await this.jobs.pendingShownCancelled(runId, shown.rest, m));
       return again;
     }, 'REPEATABLE READ');
   }

@@ -3,7 +3,7 @@ import { EntityManager } from 'typeorm';
 import { notFound } from '../../common/errors/domain-error';
 import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { required } from '../../common/required';
-import { type Cancellation, stopsAlwaysRun } from '../lifecycle/outcomes';
+import { abortOf, type Cancellation, stopsAlwaysRun } from '../lifecycle/outcomes';
 import { JobGroupView } from './dto/job-group.dto';
 import { type RootState, toCancellation, toView } from './group-counts';
 import { JobGroupCounterReadsRepository } from './job-group-counter-reads.repository';
@@ -133,6 +133,40 @@ export class JobGroupViewsService {
   /** Each group's chain (itself, then its ancestors up to the root), for several groups of a run, unlocked. */
   chainsOf(m: EntityManager, runId: string, groupIds: number[]): Promise<Map<number, number[]>> {
     return this.groups.chainsOf(m, runId, groupIds);
+  }
+
+  /**
+   * Of the pending jobs (waiting for parents) below `under` (groups of one run under a cancellation, each with the
+   * cancellation in force there), how many show as cancelled, from the counters where they can tell: below each
+   * topmost such group every group is under a cancellation, so its n_pending are all shown cancelled unless always_run
+   * ones among them are spared (no abort over it and n_always_run_open above 0; an abort lower down has taken its
+   * own always_run jobs out of that count). The groups of such subtrees come back in `rest`, for the caller to count
+   * from the jobs. So a view's pending count under a cancellation costs a few counters rows, not a read of each
+   * pending job (3.7 µs a job: 3.7 s below a cancellation over 1,000,000 of them). Read in the caller's snapshot.
+   */
+  async pendingShownCancelled(
+    runId: string,
+    under: ReadonlyMap<number, Cancellation>,
+    m?: EntityManager,
+  ): Promise<{ counted: number; rest: Map<number, Cancellation> }> {
+    const rest = new Map<number, Cancellation>();
+    if (under.size === 0) return { counted: 0, rest };
+    const parents = await this.groups.parentsOf(runId, [...under.keys()], m);
+    let counted = 0;
+    for (const [g, cancellation] of under) {
+      const parent = parents.get(g);
+      if (parent !== null && parent !== undefined && under.has(parent)) continue; // not topmost
+      const counts = required(await this.reads.countsOf(runId, g, m), `the counters of job group ${g}`);
+      if (abortOf(cancellation) !== null || (counts.nAlwaysRunOpen ?? 0) === 0) {
+        counted += counts.nPending;
+        continue;
+      }
+      for (const id of await this.groups.subtreeIds(runId, g, m)) {
+        const below = under.get(id);
+        if (below) rest.set(id, below);
+      }
+    }
+    return { counted, rest };
   }
 
   subtreeIds(runId: string, jobGroupId: number, m?: EntityManager): Promise<number[]> {

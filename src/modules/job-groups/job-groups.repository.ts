@@ -233,6 +233,19 @@ export class JobGroupsRepository {
     return new Map(rows.map((r) => [r.id, r.chain]));
   }
 
+  /** The parent of each given group (null for the root); groups of no such id are left out. */
+  async parentsOf(
+    runId: string,
+    jobGroupIds: number[],
+    m: EntityManager = this.dataSource.manager,
+  ): Promise<Map<number, number | null>> {
+    const rows: { id: number; parentId: number | null }[] = await m.query(
+      `SELECT job_group_id AS id, parent_id AS "parentId" FROM job_groups WHERE run_id = $1 AND job_group_id = ANY($2)`,
+      [runId, jobGroupIds],
+    );
+    return new Map(rows.map((r) => [r.id, r.parentId]));
+  }
+
   /** The group and every descendant. */
   async subtreeIds(runId: string, jobGroupId: number, m: EntityManager = this.dataSource.manager): Promise<number[]> {
     const rows: { id: number }[] = await m.query(

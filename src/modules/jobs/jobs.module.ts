@@ -5,6 +5,7 @@ import { DependenciesService } from './dependencies.service';
 import { Job } from './entities/job.entity';
 import { JobParent } from './entities/job-parent.entity';
 import { JobSubmission } from './entities/job-submission.entity';
+import { JobPagesRepository } from './job-pages.repository';
 import { JobsRepository } from './jobs.repository';
 import { JobsService } from './jobs.service';
 import { LatestSubmissionsRepository } from './latest-submissions.repository';
@@ -19,6 +20,7 @@ import { SubmissionsService } from './submissions.service';
   providers: [
     DependenciesRepository,
     DependenciesService,
+    JobPagesRepository,
     JobsRepository,
     LatestSubmissionsRepository,
     SubmissionClaimsRepository,

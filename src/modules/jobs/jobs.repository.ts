@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { timeOrderedUuid } from '../../common/ids/time-ordered-uuid';
 import {
   CANCELLED_STATUSES,
   PROVISIONING_STATUSES,
@@ -8,28 +9,13 @@ import {
 } from '../lifecycle/outcomes';
 import { FINISHED_STATUSES, PENDING_STATUS, QUEUED_STATUSES, type SubmissionStatus } from '../lifecycle/vocabulary';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { randomUUID } from 'node:crypto';
-import { Brackets, DataSource, EntityManager } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import type { NewJob } from './dto/job-spec';
 import { Job } from './entities/job.entity';
 import { HELD_PREDICATE, JobSubmission, PENDING_PREDICATE } from './entities/job-submission.entity';
-import { withOrderedIndexScans } from './ordered-index-scans';
 
 /** Rows per INSERT statement: big enough to be fast, small enough to keep each statement's arrays modest. */
 const INSERT_CHUNK = 5000;
-
-export interface JobListFilter {
-  groupIds?: number[];
-  /** Effective statuses to keep; empty = all. */
-  statuses: string[];
-  /** Groups under a cancellation whose not-yet-counted jobs show as `terminated` / `aborted`. */
-  terminatedGroups: number[];
-  abortedGroups: number[];
-  /** Groups with an abort over them (always_run jobs there show as aborted even below an earlier cancellation). */
-  abortOverGroups: number[];
-  after?: [number, number];
-  limit: number;
-}
 
 /** Where a submission stands: enough for a reader of its output to know whether more may come. */
 export interface SubmissionState {
@@ -54,7 +40,7 @@ export class JobsRepository {
   async insertJobs(m: EntityManager, runId: string, jobs: NewJob[], priority: number): Promise<void> {
     for (let start = 0; start < jobs.length; start += INSERT_CHUNK) {
       const chunk = jobs.slice(start, start + INSERT_CHUNK);
-      const submissionIds = chunk.map(() => randomUUID());
+      const submissionIds = chunk.map(() => timeOrderedUuid());
       const statuses = chunk.map((j) => j.status ?? NEW_JOB_STATUS);
       const reasons = chunk.map((j) => j.terminationReason ?? null);
       const finished = statuses.map((st) => (FINISHED_STATUSES as readonly string[]).includes(st));
@@ -132,28 +118,6 @@ export class JobsRepository {
   }
 
   /**
-   * The first `perRun` jobs of each given run by (job_num, replica_num), without their spec (views don't show it; it
-   * is kilobytes each): a LATERAL LIMIT per run down uq_jobs_run_id_job_num_replica_num, so a page over runs of
-   * 10,000 jobs reads perRun index entries per run, not every job. Rows come in run order as given, then job order.
-   *
-   * With skewed statistics (most runs small, a few huge) the planner was seen to prefer a bitmap scan of the run's
-   * every job plus a sort (15,000 rows read for 303 shown over three 5,000-job runs): the statement runs with
-   * withOrderedIndexScans.
-   */
-  async firstJobsOfRuns(runIds: string[], perRun: number, m: EntityManager = this.dataSource.manager): Promise<Job[]> {
-    if (runIds.length === 0 || perRun <= 0) return [];
-    const columns = m.connection.getMetadata(Job).columns.filter((c) => c.propertyName !== 'spec');
-    const text = `SELECT ${columns.map((c) => `j.${c.databaseName} AS "${c.propertyName}"`).join(', ')}
-         FROM unnest($1::uuid[]) WITH ORDINALITY AS r(id, ord)
-        CROSS JOIN LATERAL (
-          SELECT ${columns.map((c) => `x.${c.databaseName}`).join(', ')}
-            FROM jobs x WHERE x.run_id = r.id ORDER BY x.job_num, x.replica_num LIMIT $2
-        ) j
-        ORDER BY r.ord, j.job_num, j.replica_num`;
-    return withOrderedIndexScans(m, (em) => em.query(text, [runIds, perRun]));
-  }
-
-  /**
    * Per run: its jobs in the given groups whose (latest) submission is on a worker, by status; always_run jobs only
    * in groups with `abort` set (a cancellation leaves them running, an abort counted them).
    */
@@ -201,21 +165,6 @@ export class JobsRepository {
     );
   }
 
-  /** Jobs of a run numbered from `fromJobNum` on (the ones a request just added). */
-  jobsBetween(m: EntityManager, runId: string, fromJobNum: number, toJobNum: number): Promise<Job[]> {
-    return m
-      .getRepository(Job)
-      .createQueryBuilder('j')
-      .where('j.run_id = :runId AND j.job_num >= :fromJobNum AND j.job_num < :toJobNum', {
-        runId,
-        fromJobNum,
-        toJobNum,
-      })
-      .orderBy('j.job_num')
-      .addOrderBy('j.replica_num')
-      .getMany();
-  }
-
   /**
    * One submission of a run's job, by number (null = the job's latest): what a reader of its output needs. Null when
    * the job is not the run's or has no such submission.
@@ -256,40 +205,6 @@ export class JobsRepository {
   submissionsByIds(ids: string[], m: EntityManager = this.dataSource.manager): Promise<JobSubmission[]> {
     if (ids.length === 0) return Promise.resolve([]);
     return m.getRepository(JobSubmission).createQueryBuilder('s').where('s.id = ANY(:ids)', { ids }).getMany();
-  }
-
-  /** Jobs of a run (optionally of some groups) by effective status, keyset-paginated on (job_num, replica_num). */
-  listJobs(runId: string, f: JobListFilter): Promise<Job[]> {
-    const qb = this.dataSource.getRepository(Job).createQueryBuilder('j').where('j.run_id = :runId', { runId });
-    if (f.groupIds) qb.andWhere('j.job_group_id = ANY(:groupIds)', { groupIds: f.groupIds });
-    if (f.statuses.length > 0) {
-      qb.andWhere(
-        `(CASE WHEN NOT j.completion_counted AND j.job_group_id = ANY(:aborted) THEN :abortedStatus
-               WHEN NOT j.completion_counted AND j.always_run AND j.job_group_id = ANY(:abortOver) THEN :abortedStatus
-               WHEN NOT j.completion_counted AND NOT j.always_run AND j.job_group_id = ANY(:terminated)
-                 THEN :terminatedStatus
-               ELSE j.status END) = ANY(:statuses)`,
-        {
-          aborted: f.abortedGroups,
-          abortOver: f.abortOverGroups,
-          terminated: f.terminatedGroups,
-          statuses: f.statuses,
-          abortedStatus: 'aborted' satisfies SubmissionStatus,
-          terminatedStatus: 'terminated' satisfies SubmissionStatus,
-        },
-      );
-    }
-    if (f.after) {
-      const [jobNum, replicaNum] = f.after;
-      qb.andWhere(
-        new Brackets((w) =>
-          w
-            .where('j.job_num > :jobNum', { jobNum })
-            .orWhere('j.job_num = :jobNum AND j.replica_num > :replicaNum', { replicaNum }),
-        ),
-      );
-    }
-    return qb.orderBy('j.job_num').addOrderBy('j.replica_num').limit(f.limit).getMany();
   }
 
   /** Per (run, group): direct jobs by how their outcome stands (for the invariants check). */

@@ -1,5 +1,5 @@
 import { Injectable, OnModuleInit } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../common/ids/time-ordered-uuid';
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { EntityManager } from 'typeorm';
 import { DomainError, notFound } from '../../common/errors/domain-error';
@@ -20,6 +20,7 @@ import {
 import { DependenciesRepository } from './dependencies.repository';
 import { Job } from './entities/job.entity';
 import { JobSubmission } from './entities/job-submission.entity';
+import { JobPagesRepository } from './job-pages.repository';
 import { DirectOutcomes, JobsRepository, SubmissionState } from './jobs.repository';
 
 export type { DirectOutcomes, SubmissionState };
@@ -33,6 +34,7 @@ export type GroupCancellations = Map<number, Cancellation>;
 export class JobsService implements OnModuleInit {
   constructor(
     private readonly jobs: JobsRepository,
+    private readonly pages: JobPagesRepository,
     private readonly latest: LatestSubmissionsRepository,
     private readonly invariants: InvariantsRegistry,
     private readonly deps: DependenciesRepository,
@@ -59,7 +61,7 @@ export class JobsService implements OnModuleInit {
       const spec = { ...job.spec, resources: { ...job.spec.resources } };
       for (let replicaNum = 0; replicaNum < (job.replicas ?? 1); replicaNum++) {
         out.push({
-          id: randomUUID(),
+          id: timeOrderedUuid(),
           jobGroupId,
           jobNum,
           replicaNum,
@@ -94,7 +96,7 @@ export class JobsService implements OnModuleInit {
     cancellations: Map<string, GroupCancellations>,
     m?: EntityManager,
   ): Promise<Map<string, { jobs: JobView[]; truncated: boolean }>> {
-    const fetched = await this.jobs.firstJobsOfRuns(runIds, jobsLimit + 1, m);
+    const fetched = await this.pages.firstJobsOfRuns(runIds, jobsLimit + 1, m);
     const perRun = new Map<string, Job[]>(runIds.map((id) => [id, []]));
     for (const job of fetched) required(perRun.get(job.runId), `the jobs of run ${job.runId}`).push(job);
     const out = new Map<string, { jobs: JobView[]; truncated: boolean }>();
@@ -135,28 +137,32 @@ export class JobsService implements OnModuleInit {
   }
 
   /**
-   * Per run, its jobs on workers (provisioning, running, terminating) in the given groups, by status, and its jobs
-   * there waiting for parents (`pending`; always_run ones left out unless aborted): bounded by what runs at once and
-   * what waits, not by what the run holds.
+   * Per run, its jobs on workers (provisioning, running, terminating) in the given groups, by status (bounded by what
+   * runs at once), and its jobs waiting for parents (`pending`; always_run ones left out unless aborted) in the groups
+   * of `pendingGroupsByRun` (default: the same groups; each such job is read).
    */
   async activeInGroups(
     groupsByRun: Map<string, Map<number, Cancellation>>,
     m?: EntityManager,
+    pendingGroupsByRun: Map<string, Map<number, Cancellation>> = groupsByRun,
   ): Promise<Map<string, Partial<Record<SubmissionStatus, number>>>> {
-    const runIds: string[] = [];
-    const groupIds: number[] = [];
-    const aborts: boolean[] = [];
-    for (const [runId, groups] of groupsByRun) {
-      for (const [g, c] of groups) {
-        runIds.push(runId);
-        groupIds.push(g);
-        aborts.push(abortOf(c) !== null);
+    const flat = (byRun: Map<string, Map<number, Cancellation>>) => {
+      const runIds: string[] = [];
+      const groupIds: number[] = [];
+      const aborts: boolean[] = [];
+      for (const [runId, groups] of byRun) {
+        for (const [g, c] of groups) {
+          runIds.push(runId);
+          groupIds.push(g);
+          aborts.push(abortOf(c) !== null);
+        }
       }
-    }
+      return [runIds, groupIds, aborts] as const;
+    };
     const out = new Map<string, Partial<Record<SubmissionStatus, number>>>();
     const [active, pending] = await Promise.all([
-      this.jobs.activeInGroups(runIds, groupIds, aborts, m),
-      this.jobs.pendingInGroups(runIds, groupIds, aborts, m),
+      this.jobs.activeInGroups(...flat(groupsByRun), m),
+      this.jobs.pendingInGroups(...flat(pendingGroupsByRun), m),
     ]);
     for (const r of [...active, ...pending.map((p) => ({ ...p, status: PENDING_STATUS }))]) {
       const counts = out.get(r.runId) ?? {};
@@ -186,19 +192,15 @@ export class JobsService implements OnModuleInit {
     return rows.reduce((n, r) => n + r.n, 0);
   }
 
-  /** Jobs with job_num in [fromJobNum, toJobNum): one batch added to a run. */
+  /** Jobs with job_num in [fromJobNum, toJobNum): one batch added to a run, each with its latest submission. */
   async addedViews(m: EntityManager, runId: string, fromJobNum: number, toJobNum: number): Promise<JobView[]> {
-    const jobs = await this.jobs.jobsBetween(m, runId, fromJobNum, toJobNum);
-    const subs = await this.latest.latestPerJob(
-      jobs.map((j) => j.id),
-      1,
-      'newest',
-      m,
-    );
+    const jobs = await this.pages.jobsBetween(m, runId, fromJobNum, toJobNum);
+    // Found by the number each job row points at (one index probe per job, no walk of its history).
+    const newest = await this.latest.newestOf(jobs, 'newest', m);
     const parents = await this.parentsOf(jobs, m);
     return jobs.map((j) => {
-      const s = subs.get(j.id) ?? [];
-      return toJobView(j, s, s[0] ?? null, null, parents.get(j.id));
+      const s = newest.get(j.id) ?? null;
+      return toJobView(j, s ? [s] : [], s, null, parents.get(j.id));
     });
   }
 
@@ -259,7 +261,7 @@ export class JobsService implements OnModuleInit {
       (cancelledJobOutcome(c).status === 'aborted' ? aborted : terminated).push(g);
       if (abortOf(c)) abortOver.push(g);
     }
-    const rows = await this.jobs.listJobs(runId, {
+    const rows = await this.pages.listJobs(runId, {
       groupIds,
       statuses,
       terminatedGroups: terminated,

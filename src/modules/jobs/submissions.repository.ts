@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../common/ids/time-ordered-uuid';
 import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
 import { returning } from '../../infra/database/returning';
@@ -190,7 +190,7 @@ export class SubmissionsRepository {
     job: JobFacts,
     prev: SubmissionFacts,
   ): Promise<{ id: string; submissionNum: number }> {
-    const id = randomUUID();
+    const id = timeOrderedUuid();
     const submissionNum = job.latestSubmissionNum + 1;
     await m.query(
       `INSERT INTO job_submissions (id, job_id, run_id, job_group_id, submission_num, status, priority, cpu,
@@ -247,6 +247,10 @@ export class SubmissionsRepository {
   /**
    * Queued submissions of the given groups become `terminated` without a worker; their jobs follow (returned: now in
    * their final status). Bounded. `keep`: submissions the caller holds to hand out, left as they are.
+   *
+   * Whether a victim's job is always_run is a scalar subquery, probed by primary key for each row walked: written as
+   * EXISTS, PostgreSQL hashed it, reading every job of the database into the hash first (238 ms for 12 victims over
+   * 1,000,000 jobs; a claim meeting a cancelled run's queue ended 12 such batches, 1.5 s).
    */
   async terminateQueued(
     m: EntityManager,
@@ -262,7 +266,7 @@ export class SubmissionsRepository {
       `WITH victims AS (
          SELECT id, job_id, submission_num FROM job_submissions q
           WHERE run_id = $1 AND job_group_id = ANY($2::int[]) AND ${QUEUED_PREDICATE}
-            AND NOT ($6 AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = q.job_id AND j.always_run))
+            AND NOT ($6 AND (SELECT j.always_run FROM jobs j WHERE j.id = q.job_id))
             AND NOT q.id = ANY($7::uuid[])
           LIMIT $5 FOR UPDATE SKIP LOCKED
        ), done AS (

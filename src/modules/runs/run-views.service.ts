@@ -10,6 +10,7 @@ import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { BillingService } from '../billing/billing.service';
 import { CostReport } from '../billing/dto/billing.dto';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
+import type { Cancellation } from '../lifecycle/outcomes';
 import { JobView, SubmissionData, SubmissionView } from '../jobs/dto/job-spec';
 import { JobsService } from '../jobs/jobs.service';
 import { ProjectsService } from '../projects/projects.service';
@@ -170,9 +171,21 @@ export class RunViewsService {
         this.groups.rootCountersOf(needy, em),
         this.groups.effectiveCancellations(needy, em),
       ]);
-      // Jobs on workers or pending below a cancellation count as cancelled, but for always_run ones it spared.
-      const onWorkers = await this.jobs.activeInGroups(cancellations, em);
-      for (const [runId, root] of again) out.set(runId, deriveJobCounts(root, onWorkers.get(runId)));
+      // Jobs on workers or pending below a cancellation count as cancelled, but for always_run ones it spared; the
+      // pending ones from the counters where they can tell (JobGroupViewsService.pendingShownCancelled).
+      const fromCounters = new Map<string, number>();
+      const pendingRest = new Map<string, Map<number, Cancellation>>();
+      for (const [runId, under] of cancellations) {
+        const shown = await this.groups.pendingShownCancelled(runId, under, em);
+        fromCounters.set(runId, shown.counted);
+        pendingRest.set(runId, shown.rest);
+      }
+      const onWorkers = await this.jobs.activeInGroups(cancellations, em, pendingRest);
+      for (const [runId, root] of again) {
+        const cancelled = { ...onWorkers.get(runId) };
+        cancelled.pending = (cancelled.pending ?? 0) + (fromCounters.get(runId) ?? 0);
+        out.set(runId, deriveJobCounts(root, cancelled));
+      }
     };
     await (m ? corrected(m) : this.tx.run(corrected, 'REPEATABLE READ'));
     return out;
