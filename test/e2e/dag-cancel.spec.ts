@@ -288,4 +288,34 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
     for (const s of got.filter((x) => x !== ar))
       await w.complete(s.id, { status: 'aborted', termination_reason: 'aborted_by_user' });
   });
+
+  it('an abort of a group below the root, over an open always_run job: counters and invariants agree', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 6,
+      job_groups: [{ ref: 'top' }, { ref: 'low', parent_ref: 'top' }],
+      jobs: [
+        { name: 'ar-low', group_ref: 'low', always_run: true, spec: jobSpec() },
+        { name: 'ar-top', group_ref: 'top', always_run: true, spec: jobSpec() },
+      ],
+    });
+    const w = directWorker(t, service, 'w-nested-abort');
+    const got = await w.claim(2);
+    expect(got.map((s) => s.job_name).sort()).toEqual(['ar-low', 'ar-top']);
+    for (const s of got) expect((await w.running(s.id)).status).toBe(200);
+    await t.http
+      .post(`${runUrl(run)}/job-groups/2/cancel`)
+      .set(owner.auth)
+      .send({ reason: 'aborted_by_user' })
+      .expect(200);
+    // The abort counted its own always_run job on its group and every level above; the other one stays open.
+    expect((await invariants(t, admin)).mismatches).toEqual([]);
+    expect((await group(run, 1)).counts).toMatchObject({ n_jobs: 2, n_completed: 1, n_cancelled: 1 });
+    for (const s of got)
+      await w.complete(
+        s.id,
+        s.job_name === 'ar-low' ? { status: 'aborted', termination_reason: 'aborted_by_user' } : DONE,
+      );
+    expect((await group(run, 1)).counts).toMatchObject({ n_jobs: 2, n_completed: 2, n_succeeded: 1, n_cancelled: 1 });
+    expect((await invariants(t, admin)).mismatches).toEqual([]);
+  });
 });

@@ -67,8 +67,9 @@ export class JobGroupInvariantsService {
             ? d.nUncountedAlwaysRun
             : 0);
       expectedAborted.set(key(runId, ancestorId), (expectedAborted.get(key(runId, ancestorId)) ?? 0) + aborted);
-      // Uncounted always_run jobs stay open on every level but those an abort counted them on.
-      const open = abortOver(runId, ancestorId) ? 0 : d.nUncountedAlwaysRun;
+      // Uncounted always_run jobs stay open unless an abort lies over them: it counted them on its group and every
+      // level above (levels between their group and the abort show none open anyway: the abort lies over them too).
+      const open = abortOver(runId, jobGroupId) ? 0 : d.nUncountedAlwaysRun;
       expectedOpen.set(key(runId, ancestorId), (expectedOpen.get(key(runId, ancestorId)) ?? 0) + open);
       // Pending counts are raw: every level counts its subtree's pending jobs, cancelled or not.
       expectedPending.set(key(runId, ancestorId), (expectedPending.get(key(runId, ancestorId)) ?? 0) + d.nPending);

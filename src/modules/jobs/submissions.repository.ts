@@ -285,4 +285,35 @@ export class SubmissionsRepository {
     );
     return row;
   }
+
+  /**
+   * The given queued submissions (locked by the caller: a claim's candidates below a cancellation) become
+   * `terminated` or `aborted` without a worker; their jobs follow where the submission is their latest (returned).
+   * Those no longer queued are left as they are.
+   */
+  async terminateQueuedIds(
+    m: EntityManager,
+    ids: string[],
+    status: SubmissionStatus,
+    reason: string,
+  ): Promise<{ n: number; retries: number; jobIds: string[] }> {
+    const [row] = await m.query(
+      `WITH victims AS (
+         SELECT id, job_id, submission_num FROM job_submissions q WHERE q.id = ANY($1::uuid[]) AND ${QUEUED_PREDICATE}
+       ), done AS (
+         UPDATE job_submissions s SET status = $2, termination_reason = $3, finished_at = now()
+           FROM victims v WHERE s.id = v.id
+       RETURNING s.job_id, v.submission_num
+       ), jobs_done AS (
+         UPDATE jobs j SET status = $2, termination_reason = $3 FROM done d
+           WHERE j.id = d.job_id AND j.latest_submission_id IN (SELECT id FROM victims)
+       RETURNING j.id
+       )
+       SELECT (SELECT count(*) FROM done)::int AS n,
+              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries,
+              (SELECT coalesce(array_agg(id), '{}') FROM jobs_done)::text[] AS "jobIds"`,
+      [ids, status, reason],
+    );
+    return row;
+  }
 }

@@ -220,6 +220,16 @@ export class SubmissionsService {
     return this.subs.terminateQueued(m, runId, groupIds, status, reason, limit, spareAlwaysRun, keep);
   }
 
+  /** These queued submissions (locked by the caller) end without a worker; returns the jobs that ended with them. */
+  terminateQueuedIds(
+    m: EntityManager,
+    ids: string[],
+    status: SubmissionStatus,
+    reason: string,
+  ): Promise<{ n: number; retries: number; jobIds: string[] }> {
+    return this.subs.terminateQueuedIds(m, ids, status, reason);
+  }
+
   alwaysRunJobs(m: EntityManager, jobIds: string[]): Promise<Set<string>> {
     return this.locks.alwaysRunJobs(m, jobIds);
   }

@@ -11,21 +11,16 @@ import { RunStatusService } from '../runs/run-status.service';
 import { DependencyRelease } from './dependency-release.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type { ClaimInput, ClaimedSubmission } from './lifecycle.types';
-import {
-  type ActiveDelta,
-  activeDelta,
-  addDelta,
-  type Cancellation,
-  cancelledJobOutcome,
-  stopsAlwaysRun,
-} from './outcomes';
+import { type ActiveDelta, activeDelta, addDelta, type Cancellation, cancelledJobOutcome } from './outcomes';
 import { SparedJobs } from './spared-jobs.service';
 
 /**
  * How many times a claim locks more of the queue when what it locked did not all fit together or was below a
- * cancellation. Each read leaves out what this claim has seen, so a few reads suffice.
+ * cancellation. Each read leaves out what this claim has seen.
  */
-const CLAIM_READS = 5;
+const CLAIM_READS = 10;
+/** The most candidates one read of a claim locks (a read past a cancelled subtree's queued jobs grows to this). */
+const MAX_READ = 200;
 
 /** Capacity left, cpu in thousandths of a core (the column's scale): floats would make 0.3 − 0.1 − 0.1 < 0.1. */
 interface Room {
@@ -73,28 +68,34 @@ export class ClaimsService {
       const { picked, doomed } = await this.pick(m, cap, limit, containers);
       const deltas = new Map<string, ActiveDelta>();
       const bump = (runId: string, d: ActiveDelta) => deltas.set(runId, addDelta(deltas.get(runId) ?? {}, d));
+      // Queued under a cancelled group: ended here rather than handed out (the sweep would, later), one statement for
+      // each run and outcome. (A cancellation that came between two reads of the queue may cover a submission this
+      // claim already took: that one is handed out, its heartbeat will ask to stop it.)
+      const ends = new Map<
+        string,
+        { runId: string; status: 'terminated' | 'aborted'; reason: string; ids: string[] }
+      >();
       for (const { candidate: c, cancellation } of doomed) {
-        // Queued under a cancelled group: finish it here rather than hand it out (the sweep would, later).
         const outcome = cancelledJobOutcome(cancellation);
-        const done = await this.subs.terminateQueued(
-          m,
-          c.runId,
-          [c.jobGroupId],
-          outcome.status,
-          outcome.terminationReason,
-          doomed.length,
-          !stopsAlwaysRun(cancellation),
-          // A cancellation that came between two reads of the queue may cover a submission this claim already
-          // locked to hand out: it is handed out (its heartbeat will ask to stop it), never also ended here.
-          picked.map((p) => p.id),
-        );
-        if (done.retries > 0) bump(c.runId, { nRetrying: -done.retries });
+        const key = `${c.runId}/${outcome.status}/${outcome.terminationReason}`;
+        const end = ends.get(key) ?? {
+          runId: c.runId,
+          status: outcome.status,
+          reason: outcome.terminationReason,
+          ids: [],
+        };
+        end.ids.push(c.id);
+        ends.set(key, end);
+      }
+      for (const end of [...ends.values()].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0))) {
+        const done = await this.subs.terminateQueuedIds(m, end.ids, end.status, end.reason);
+        if (done.retries > 0) bump(end.runId, { nRetrying: -done.retries });
         const cascade = await this.dependents.afterFinal(
           m,
-          c.runId,
-          done.jobIds.map((jobId) => ({ jobId, status: outcome.status })),
+          end.runId,
+          done.jobIds.map((jobId) => ({ jobId, status: end.status })),
         );
-        bump(c.runId, cascade.pending);
+        bump(end.runId, cascade.pending);
       }
       for (const c of picked)
         bump(c.runId, addDelta({ nProvisioning: 1 }, activeDelta('submitted', -1, c.submissionNum)));
@@ -157,9 +158,10 @@ export class ClaimsService {
     const picked: Candidate[] = [];
     const doomed: Doomed[] = [];
     const seen: string[] = [];
-    for (let read = 0; read < CLAIM_READS && picked.length < limit; read++) {
-      const candidates = await this.subs.lockCandidates(m, cap, limit - picked.length, containers, seen);
+    for (let read = 0, size = limit; read < CLAIM_READS && picked.length < limit; read++) {
+      const candidates = await this.subs.lockCandidates(m, cap, size, containers, seen);
       if (candidates.length === 0) break;
+      const before = doomed.length;
       const cancellations = await this.groups.effectiveCancellations([...new Set(candidates.map((c) => c.runId))], m);
       const spared = await this.spares.of(
         m,
@@ -174,6 +176,10 @@ export class ClaimsService {
           take(left, c);
         }
       }
+      // Past a cancelled subtree's queued jobs (the sweep ends them in the background), read further, and more each
+      // time: this claim ends those it meets, and finds the fitting work queued behind them.
+      const wasDoomed = doomed.length - before;
+      size = wasDoomed > 0 ? Math.min(MAX_READ, limit - picked.length + 2 * wasDoomed) : limit - picked.length;
     }
     return { picked, doomed };
   }
