@@ -6,6 +6,7 @@ import { Page } from '../../common/pagination/cursor';
 import { retryReadOnce } from '../../infra/database/read-retry';
 import { ProjectsService } from '../projects/projects.service';
 import { RunAccessService } from '../runs/run-access.service';
+import { RunStatusService } from '../runs/run-status.service';
 import { UsersService } from '../users/users.service';
 import { EventsQueryDto, EventView } from './dto/events.dto';
 import { decodeEventCursor, encodeEventCursor, Position, START } from './event-cursor';
@@ -35,6 +36,7 @@ export class EventsFeedService {
     private readonly projects: ProjectsService,
     private readonly runs: RunAccessService,
     private readonly users: UsersService,
+    private readonly runStatus: RunStatusService,
   ) {}
 
   /** Project members see its feed; `run_id` must be a run of the project (else 404, as for the runs routes). */
@@ -52,6 +54,8 @@ export class EventsFeedService {
    * passes it back to get what comes next.
    */
   async page(principal: Principal, project: string, q: EventsQueryDto): Promise<Page<EventView>> {
+    // The status events of this instance's commits before the request are recorded first (RunStatusService).
+    await this.runStatus.settled();
     const { filter, projectName } = await this.scope(principal, project, q);
     const after = q.cursor ? decodeEventCursor(q.cursor) : START;
     const batch = await retryReadOnce(() => this.events.read(filter, after, q.limit));

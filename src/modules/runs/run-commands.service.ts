@@ -205,6 +205,7 @@ export class RunCommandsService implements OnModuleInit {
 
   /** Soft delete of a finished run; its name becomes free again; what modules hooked in goes with it (its logs). */
   async delete(principal: Principal, projectName: string, runId: string): Promise<void> {
+    await this.status.settled([runId]);
     const { run } = await this.access.requireRun(principal, projectName, runId);
     await this.tx.run(async (m) => {
       const locked = await this.runs.lockRun(m, run.id);

@@ -45,10 +45,12 @@ function merge(into: Touched, from: Touched): void {
  * committed, a settle reads the counters as committed and, where the derived status differs from the recorded one,
  * records it under the run row's lock (reading again there), with its `run.status` or `group.status` event. The
  * last transaction to commit sees every commit before its settle, so the recorded status always ends where the
- * counters are; the request waits for its settle before it answers, so its caller reads its own changes. Concurrent
- * settles in one process share their reads (one pass serves every request that committed before it began). A
- * process that dies between a commit and its settle leaves a status behind until the `run_status_settle` loop
- * (every 2 s, a slice of unfinished runs) reaches the run; a settle that fails is tried again a few times first.
+ * counters are. The request that committed answers without waiting for its settle (a worker never reads statuses);
+ * reads of recorded statuses wait for the settles pending in their process (`settled`), so a client reading after
+ * its own change sees it settled. Concurrent settles in one process share their reads (one pass serves every
+ * commit before it began). A process that dies between a commit and its settle leaves a status behind until the
+ * `run_status_settle` loop (every 2 s, a slice of unfinished runs) reaches the run; a settle that fails is tried
+ * again a few times first.
  */
 @Injectable()
 export class RunStatusService implements OnModuleInit {
@@ -57,6 +59,8 @@ export class RunStatusService implements OnModuleInit {
   private queued: Touched = new Map();
   private waiting: (() => void)[] = [];
   private draining = false;
+  /** The pass running, and the work it settles. */
+  private current: { work: Touched; done: Promise<void> } | null = null;
   /** The loop's place among unfinished runs (it walks them by id, a bounded slice per pass). */
   private loopAfter = '00000000-0000-0000-0000-000000000000';
 
@@ -84,9 +88,22 @@ export class RunStatusService implements OnModuleInit {
     if (!touched) {
       const mine: Touched = new Map();
       touchedBy.set(m, (touched = mine));
-      afterCommit(m, () => this.settle(mine));
+      afterCommit(m, () => void this.settle(mine));
     }
     merge(touched, new Map([[runId, new Set(groupIds)]]));
+  }
+
+  /**
+   * Resolves once no settle pending in this process concerns these runs (any run, without `runIds`): what reads of
+   * recorded statuses wait for, so a client reading after its own change (on this instance) sees it settled. At
+   * most the pass running and the next one.
+   */
+  async settled(runIds?: readonly string[]): Promise<void> {
+    const concerns = (work: Touched) => (runIds === undefined ? work.size > 0 : runIds.some((id) => work.has(id)));
+    const waits: Promise<void>[] = [];
+    if (this.current && concerns(this.current.work)) waits.push(this.current.done);
+    if (concerns(this.queued)) waits.push(new Promise<void>((resolve) => this.waiting.push(resolve)));
+    await Promise.all(waits);
   }
 
   /** Moves the run's active counts (jobs provisioning, running, queued as a retry) and settles its status after. */
@@ -115,15 +132,16 @@ export class RunStatusService implements OnModuleInit {
         const waiting = this.waiting;
         this.queued = new Map();
         this.waiting = [];
-        try {
-          await this.pass(work);
-        } catch (err) {
-          this.retryLater(work, err);
-        } finally {
-          for (const resolve of waiting) resolve();
-        }
+        const done = this.pass(work).then(
+          () => undefined,
+          (err: unknown) => this.retryLater(work, err),
+        );
+        this.current = { work, done };
+        await done;
+        for (const resolve of waiting) resolve();
       }
     } finally {
+      this.current = null;
       this.draining = false;
     }
   }
@@ -188,6 +206,7 @@ export class RunStatusService implements OnModuleInit {
   async runMismatches(
     active: { runId: string; nProvisioning: number; nRunning: number; nRetrying: number; nPending: number }[],
   ): Promise<string[]> {
+    await this.settled();
     const byRun = new Map(active.map((a) => [a.runId, a]));
     const runs = await this.runs.allRuns();
     const roots = await this.groupViews.rootCounts(runs.map((r) => r.id));

@@ -29,6 +29,7 @@ import {
 import { deriveJobCounts } from './job-counts';
 import { Run } from './entities/run.entity';
 import { RunsRepository } from './runs.repository';
+import { RunStatusService } from './run-status.service';
 import { RunAccessService } from './run-access.service';
 import { required } from '../../common/required';
 
@@ -44,6 +45,7 @@ export class RunViewsService {
     private readonly groups: JobGroupViewsService,
     private readonly jobs: JobsService,
     private readonly billing: BillingService,
+    private readonly status: RunStatusService,
   ) {}
 
   /**
@@ -51,6 +53,7 @@ export class RunViewsService {
    * their documents as `submission_data` asks (default all: this is the detailed view).
    */
   async get(principal: Principal, projectName: string, runId: string, q: RunGetQueryDto = {}): Promise<RunView> {
+    await this.status.settled([runId]);
     const { access, run } = await this.access.requireRun(principal, projectName, runId);
     const user = (await this.users.namesByIds([run.userId])).get(run.userId) ?? run.userId;
     const limits: ViewLimits = {
@@ -61,8 +64,18 @@ export class RunViewsService {
     return withRawJson(await this.viewOf(run, access.projectName, user, limits));
   }
 
-  @FromReplica()
+  /** A page of runs, their statuses as settled by this instance's commits before the request (RunStatusService). */
   async list(principal: Principal, projectName: string | undefined, q: RunListQueryDto): Promise<Page<RunView>> {
+    await this.status.settled();
+    return this.page(principal, projectName, q);
+  }
+
+  @FromReplica()
+  private async page(
+    principal: Principal,
+    projectName: string | undefined,
+    q: RunListQueryDto,
+  ): Promise<Page<RunView>> {
     const projectIds = projectName
       ? [(await this.projects.requireAccess(principal, projectName)).projectId]
       : await this.projects.visibleProjectIds(principal);
