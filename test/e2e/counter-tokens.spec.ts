@@ -151,6 +151,8 @@ describe('spread counters and settled statuses', () => {
     const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
     const [share] = await startAll(run, 1, 1);
     await share.w.complete(share.held[0].id, DONE);
+    const settler = t.app.get(RunStatusService);
+    await settler.settled([run.id]);
     // As if the process had died between the completion's commit and its settle: the run still says running.
     await t.dataSource.query(
       `UPDATE runs SET status = 'running', status_message = NULL, termination_reason = NULL, finished_at = NULL
@@ -159,7 +161,6 @@ describe('spread counters and settled statuses', () => {
     );
     expect((await invariants(t, admin)).mismatches).not.toEqual([]);
     const before = (await events(run, 'run.status')).length;
-    const settler = t.app.get(RunStatusService);
     // The loop walks unfinished runs a slice at a time; a few passes reach this one.
     for (let i = 0; i < 10 && (await t.http.get(runUrl(run)).set(owner.auth)).body.status !== 'done'; i++)
       await settler.settleUnfinished(500);

@@ -188,8 +188,8 @@ export type PoolMode = 'transaction' | 'session';
 
 /**
  * PgBouncer in front of a PostgreSQL server, every database name passed through. Debian 12's PgBouncer 1.18 refuses
- * unknown startup parameters: pg's `options` (runplane's timezone=UTC, jit=off) are ignored here and set per
- * server connection instead, with the database entry's timezone and connect_query.
+ * unknown startup parameters: pg's `options` (runplane's timezone=UTC, jit=off, plan_cache_mode) are ignored here and
+ * set per server connection instead, with the database entry's timezone and connect_query.
  */
 export class PgBouncer {
   private constructor(
@@ -212,7 +212,8 @@ export class PgBouncer {
       join(root, 'pgbouncer.ini'),
       [
         '[databases]',
-        `* = host=${target.host ?? '127.0.0.1'} port=${target.port} timezone=UTC connect_query='SET jit = off'`,
+        `* = host=${target.host ?? '127.0.0.1'} port=${target.port} timezone=UTC ` +
+          `connect_query='SET jit = off; SET plan_cache_mode = force_generic_plan'`,
         '[pgbouncer]',
         'listen_addr = 127.0.0.1',
         `listen_port = ${port}`,
