@@ -12,12 +12,14 @@ import { fmtInt, fmtRatio, log, median, printTable, QUICK, TargetResult } from '
  * - the whole cycle (claim 10 → running → complete) with 8 workers, idle claims counted;
  * - `complete` alone with 8 workers, one call per report, and in batches of 25;
  * - 8 workers in one run against 16 workers in 16 runs (the hot row).
- * Every part alternates its contenders over fresh runs, ROUNDS each, and takes medians; invariants are checked at
+ * Every part alternates its contenders over fresh runs, ROUNDS each after an untimed warm-up, and takes medians;
+ * each part starts with what autovacuum would have done by then (ServerUnderTest.vacuum); invariants are checked at
  * the end on every server, and the server's resident memory is sampled throughout.
  */
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 3));
 const JOBS_PER_LEVEL = QUICK ? 50 : 400; // × 6 levels (root + depth 1..5): 2,400 jobs a run
+const WARM_UP_JOBS_PER_LEVEL = QUICK ? 10 : 100;
 const WORKERS = 8;
 const CLAIM = 10;
 const BATCH = 25;
@@ -133,21 +135,23 @@ async function expectOk(what: string, p: Promise<{ status: number; body: unknown
 /**
  * The whole cycle as a fleet runs it: each worker claims up to 10, reports them running, reports them complete,
  * and claims again, until every job of the run was handed out. A build with the batch route sends each turn's
- * reports together, as the runplane worker does; an older one, one call each. An empty claim while jobs were still
- * queued is an idle claim.
+ * reports together, as the runplane worker does; an older one, one call each. An idle claim is an empty answer while
+ * jobs were queued: one that some claim begun after it had ended still found work (the bench's own count of what is
+ * left lags behind answers in flight, so it alone would count a claim that lost the last jobs to a concurrent one).
  */
 async function wholeCycle(c: Contender, total: number): Promise<{ jobsPerSecond: number; idleClaims: number }> {
   let unclaimed = total;
-  let idleClaims = 0;
+  const claims: { start: number; end: number; got: number }[] = [];
   const started = performance.now();
   await Promise.all(
     Array.from({ length: WORKERS }, async (_, i) => {
       const w = new ReferenceWorker(c.post, `cycle-${c.label}-${i}`);
       for (let k = 0; ;) {
+        const start = performance.now();
         const got = await w.claim(CLAIM);
+        claims.push({ start, end: performance.now(), got: got.length });
         if (got.length === 0) {
           if (unclaimed <= 0) return;
-          idleClaims++;
           await sleep(1);
           continue;
         }
@@ -170,6 +174,8 @@ async function wholeCycle(c: Contender, total: number): Promise<{ jobsPerSecond:
       }
     }),
   );
+  const lastFruitfulStart = Math.max(...claims.filter((x) => x.got > 0).map((x) => x.start));
+  const idleClaims = claims.filter((x) => x.got === 0 && x.end < lastFruitfulStart).length;
   return { jobsPerSecond: total / ((performance.now() - started) / 1000), idleClaims };
 }
 
@@ -270,6 +276,12 @@ export async function runThroughput(): Promise<TargetResult[]> {
         `rounds, alternated; servers: ${contenders.map((c) => `${c.label} (pid ${c.server.pid})`).join(', ')}`,
     );
     const total = JOBS_PER_LEVEL * 6;
+    // Untimed: a small cycle on each server first, so no contender's first round pays for its code's warm-up (V8
+    // compiling the hot path, PostgreSQL's caches and prepared statements).
+    for (const c of contenders) {
+      await chainRun(c, WARM_UP_JOBS_PER_LEVEL);
+      await wholeCycle(c, WARM_UP_JOBS_PER_LEVEL * 6);
+    }
     const figures = new Map<string, number[]>();
     const costs = new Map<string, PhaseCost[]>();
     const idle = new Map<string, number>();
@@ -281,6 +293,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
       const order = round % 2 === 0 ? contenders : [...contenders].reverse();
       for (const c of order) {
         if (PARTS.has('cycle')) {
+          await c.server.vacuum();
           await chainRun(c, JOBS_PER_LEVEL);
           const cycle = await observed(c, () => wholeCycle(c, total));
           push(`cycle ${c.label}`, cycle.value.jobsPerSecond, cycle.cost);
@@ -288,6 +301,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
         }
         if (!PARTS.has('complete')) continue;
 
+        await c.server.vacuum();
         await chainRun(c, JOBS_PER_LEVEL);
         const workers = Array.from(
           { length: WORKERS },
@@ -299,6 +313,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
       }
       if (current.batches && PARTS.has('batched')) {
         for (const batched of round % 2 === 0 ? [true, false] : [false, true]) {
+          await current.server.vacuum();
           await chainRun(current, JOBS_PER_LEVEL);
           const workers = Array.from({ length: WORKERS }, (_, i) => new ReferenceWorker(current.post, `b-${i}`));
           const held = await holdAll(current, workers);
@@ -307,6 +322,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
         }
       }
       if (PARTS.has('hot')) {
+        await current.server.vacuum();
         const hot = await observed(current, () => hotAndSpread(current));
         push('one run', hot.value.oneRun);
         push('spread', hot.value.spread);

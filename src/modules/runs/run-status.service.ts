@@ -1,4 +1,4 @@
-import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { afterCommit } from '../../infra/database/after-commit';
@@ -21,6 +21,12 @@ import { RunsRepository } from './runs.repository';
 
 /** How many times a failed settle is tried again before the loop is left to mend it. */
 const SETTLE_RETRIES = 8;
+/**
+ * The least time from one pass's start to the next unless a reader waits: commits in between share one pass (its
+ * two reads are a round trip each, on a hot path that commits hundreds of times a second), and a status shows that
+ * much later to other instances and the event feed, never to a reader on this one.
+ */
+const SETTLE_GATHER_MS = 10;
 
 /** Runs (each with groups of it) whose status a transaction may have moved. */
 type Touched = Map<string, Set<number>>;
@@ -47,20 +53,24 @@ function merge(into: Touched, from: Touched): void {
  * last transaction to commit sees every commit before its settle, so the recorded status always ends where the
  * counters are. The request that committed answers without waiting for its settle (a worker never reads statuses);
  * reads of recorded statuses wait for the settles pending in their process (`settled`), so a client reading after
- * its own change sees it settled. Concurrent settles in one process share their reads (one pass serves every
- * commit before it began). A process that dies between a commit and its settle leaves a status behind until the
- * `run_status_settle` loop (every 2 s, a slice of unfinished runs) reaches the run; a settle that fails is tried
- * again a few times first.
+ * its own change sees it settled. Settles in one process share their reads: a pass serves every commit before it
+ * began, and passes start at most every SETTLE_GATHER_MS unless a reader waits for one. A process that dies between
+ * a commit and its settle leaves a status behind until the `run_status_settle` loop (every 2 s, a slice of
+ * unfinished runs) reaches the run; a settle that fails is tried again a few times first.
  */
 @Injectable()
-export class RunStatusService implements OnModuleInit {
+export class RunStatusService implements OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger(RunStatusService.name);
   /** Work for the next pass, and who waits for it. */
   private queued: Touched = new Map();
   private waiting: (() => void)[] = [];
-  private draining = false;
   /** The pass running, and the work it settles. */
   private current: { work: Touched; done: Promise<void> } | null = null;
+  /** The next pass, when it waits for others' commits to gather; and when the last pass began. */
+  private gathering: NodeJS.Timeout | null = null;
+  private lastPassAt = 0;
+  /** A reader waits for what is queued: the next pass starts as soon as the running one ends. */
+  private readerWaits = false;
   /** The loop's place among unfinished runs (it walks them by id, a bounded slice per pass). */
   private loopAfter = '00000000-0000-0000-0000-000000000000';
 
@@ -77,6 +87,11 @@ export class RunStatusService implements OnModuleInit {
 
   onModuleInit(): void {
     this.loops.register({ name: 'run_status_settle', everyMs: 2000, pass: () => this.settleUnfinished(500) });
+  }
+
+  /** What commits asked to settle is settled before the database connections close. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.settled();
   }
 
   /**
@@ -102,7 +117,11 @@ export class RunStatusService implements OnModuleInit {
     const concerns = (work: Touched) => (runIds === undefined ? work.size > 0 : runIds.some((id) => work.has(id)));
     const waits: Promise<void>[] = [];
     if (this.current && concerns(this.current.work)) waits.push(this.current.done);
-    if (concerns(this.queued)) waits.push(new Promise<void>((resolve) => this.waiting.push(resolve)));
+    if (concerns(this.queued)) {
+      waits.push(new Promise<void>((resolve) => this.waiting.push(resolve)));
+      this.readerWaits = true;
+      this.schedule(true);
+    }
     await Promise.all(waits);
   }
 
@@ -120,30 +139,43 @@ export class RunStatusService implements OnModuleInit {
   settle(work: Touched): Promise<void> {
     merge(this.queued, work);
     const done = new Promise<void>((resolve) => this.waiting.push(resolve));
-    if (!this.draining) void this.drain();
+    this.schedule(false);
     return done;
   }
 
-  private async drain(): Promise<void> {
-    this.draining = true;
-    try {
-      while (this.queued.size > 0) {
-        const work = this.queued;
-        const waiting = this.waiting;
-        this.queued = new Map();
-        this.waiting = [];
-        const done = this.pass(work).then(
-          () => undefined,
-          (err: unknown) => this.retryLater(work, err),
-        );
-        this.current = { work, done };
-        await done;
-        for (const resolve of waiting) resolve();
-      }
-    } finally {
-      this.current = null;
-      this.draining = false;
+  /** Starts the next pass: at once when a reader waits (`now`), else SETTLE_GATHER_MS after the last one began. */
+  private schedule(now: boolean): void {
+    if (this.current || this.queued.size === 0) return; // the running pass schedules the next when it ends
+    const wait = now ? 0 : this.lastPassAt + SETTLE_GATHER_MS - Date.now();
+    if (wait <= 0) {
+      if (this.gathering) clearTimeout(this.gathering);
+      this.gathering = null;
+      void this.next();
+    } else if (!this.gathering) {
+      this.gathering = setTimeout(() => {
+        this.gathering = null;
+        this.schedule(true);
+      }, wait);
     }
+  }
+
+  /** One pass over what is queued; a reader that came meanwhile has the next one start at once. */
+  private async next(): Promise<void> {
+    const work = this.queued;
+    const waiting = this.waiting;
+    this.queued = new Map();
+    this.waiting = [];
+    this.readerWaits = false;
+    this.lastPassAt = Date.now();
+    const done = this.pass(work).then(
+      () => undefined,
+      (err: unknown) => this.retryLater(work, err),
+    );
+    this.current = { work, done };
+    await done;
+    this.current = null;
+    for (const resolve of waiting) resolve();
+    this.schedule(this.readerWaits);
   }
 
   /**
