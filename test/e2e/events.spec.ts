@@ -7,6 +7,7 @@ import { EventsRetentionService } from '../../src/modules/events/events-retentio
 import { EventsService } from '../../src/modules/events/events.service';
 import { BudgetService } from '../../src/modules/billing/budget.service';
 import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
+import { RunStatusService } from '../../src/modules/runs/run-status.service';
 import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
 import { DatabaseProxy } from '../support/database-proxy';
 import { SseClient } from '../support/sse';
@@ -80,6 +81,25 @@ describe('event feed', () => {
         (e.by ? ` by ${e.by}` : ''),
     );
 
+  /**
+   * The feed holds `expected`: the events of transitions in their order, and the statuses settled after them
+   * (`run.status`, `group.status`) in theirs, each after the event before it in `expected` (what moved it). A settle
+   * runs after its commit, so under a stream of commits a status may come after later transitions' events too.
+   */
+  const expectSettledOrder = (actual: string[], expected: string[]) => {
+    const settled = (line: string) => line.startsWith('run.status') || line.startsWith('group.status');
+    expect(actual.filter((l) => !settled(l))).toEqual(expected.filter((l) => !settled(l)));
+    expect(actual.filter(settled)).toEqual(expected.filter(settled));
+    // Where the n-th occurrence of expected[i] is in actual.
+    const at = (i: number) => {
+      const nth = expected.slice(0, i).filter((l) => l === expected[i]).length;
+      return actual.flatMap((l, k) => (l === expected[i] ? [k] : []))[nth];
+    };
+    expected.forEach((line, i) => {
+      if (i > 0 && settled(line) && !settled(expected[i - 1])) expect(at(i - 1)).toBeLessThan(at(i));
+    });
+  };
+
   const namesOf = (run: RunResponse) =>
     new Map(run.jobs.map((j) => [j.id, `j${j.job_num}.${j.replica_num}`] as [string, string]));
 
@@ -89,6 +109,7 @@ describe('event feed', () => {
     const runA = await makeRun(t, owner, project);
     const [a] = await claimFor(w, runA.id);
     await w.execute(a, DONE);
+    await t.app.get(RunStatusService).settled(); // A's run.status done is recorded before B exists
     const runB = await makeRun(t, owner, project);
     const runC = await makeRun(t, owner, project);
     await settle();
@@ -183,7 +204,7 @@ describe('event feed', () => {
       'run.status done (all_jobs_done)',
     );
     const { items } = await readAll({ run_id: run.id });
-    expect(lines(items, names)).toEqual(expected);
+    expectSettledOrder(lines(items, names), expected);
     expect(items.every((e: EventJson) => e.project === project && e.run_id === run.id)).toBe(true);
     expect((await invariants(t, admin)).mismatches).toEqual([]);
   });

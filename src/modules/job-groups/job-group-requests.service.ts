@@ -247,6 +247,7 @@ export class JobGroupRequestsService {
     reason?: string,
   ): Promise<CancellationView> {
     const { run } = await this.runs.requireRun(principal, project, runId);
+    await this.runStatus.settled([run.id]); // as a stop does (RunCommandsService.stop)
     const cancellation = await this.tx.run(async (m) => {
       const result = await this.groups.cancel(m, run.id, jobGroupId, principal.name, reason ?? 'job_group_cancelled');
       if (!result.created) return result.cancellation;

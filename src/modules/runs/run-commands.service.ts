@@ -194,6 +194,8 @@ export class RunCommandsService implements OnModuleInit {
    */
   async stop(principal: Principal, projectName: string, runId: string, abort: boolean): Promise<RunView> {
     const { run } = await this.access.requireRun(principal, projectName, runId);
+    // What the run's last commits moved is recorded (with its events) before the stop's own: the feed stays causal.
+    await this.status.settled([run.id]);
     await this.tx.run(async (m) => {
       const reason = abort ? 'aborted_by_user' : 'stopped_by_user';
       const stop = await this.groups.stopRoot(m, run.id, principal.name, reason);

@@ -22,9 +22,9 @@ import { RunsRepository } from './runs.repository';
 /** How many times a failed settle is tried again before the loop is left to mend it. */
 const SETTLE_RETRIES = 8;
 /**
- * The least time from one pass's start to the next unless a reader waits: commits in between share one pass (its
- * two reads are a round trip each, on a hot path that commits hundreds of times a second), and a status shows that
- * much later to other instances and the event feed, never to a reader on this one.
+ * Under a stream of commits, the least time from one pass's start to the next unless a reader waits: commits in
+ * between share one pass (its two reads are a round trip each, on a hot path that commits hundreds of times a
+ * second), and a status shows that much later to other instances and the event feed, never to a reader on this one.
  */
 const SETTLE_GATHER_MS = 10;
 
@@ -54,8 +54,9 @@ function merge(into: Touched, from: Touched): void {
  * counters are. The request that committed answers without waiting for its settle (a worker never reads statuses);
  * reads of recorded statuses wait for the settles pending in their process (`settled`), so a client reading after
  * its own change sees it settled. Settles in one process share their reads: a pass serves every commit before it
- * began, and passes start at most every SETTLE_GATHER_MS unless a reader waits for one. A process that dies between
- * a commit and its settle leaves a status behind until the `run_status_settle` loop (every 2 s, a slice of
+ * began, and while commits keep coming passes start at most every SETTLE_GATHER_MS unless a reader waits for one
+ * (`run.status` and `group.status` events then come after the job events of those commits). A process that dies
+ * between a commit and its settle leaves a status behind until the `run_status_settle` loop (every 2 s, a slice of
  * unfinished runs) reaches the run; a settle that fails is tried again a few times first.
  */
 @Injectable()
@@ -71,6 +72,8 @@ export class RunStatusService implements OnModuleInit, BeforeApplicationShutdown
   private lastPassAt = 0;
   /** A reader waits for what is queued: the next pass starts as soon as the running one ends. */
   private readerWaits = false;
+  /** Commits came while the last pass ran: the next one waits for more of them. */
+  private busy = false;
   /** The loop's place among unfinished runs (it walks them by id, a bounded slice per pass). */
   private loopAfter = '00000000-0000-0000-0000-000000000000';
 
@@ -143,10 +146,13 @@ export class RunStatusService implements OnModuleInit, BeforeApplicationShutdown
     return done;
   }
 
-  /** Starts the next pass: at once when a reader waits (`now`), else SETTLE_GATHER_MS after the last one began. */
+  /**
+   * Starts the next pass: at once when a reader waits (`now`) or commits come slower than passes (the last pass
+   * ended with nothing queued), else SETTLE_GATHER_MS after the last one began.
+   */
   private schedule(now: boolean): void {
     if (this.current || this.queued.size === 0) return; // the running pass schedules the next when it ends
-    const wait = now ? 0 : this.lastPassAt + SETTLE_GATHER_MS - Date.now();
+    const wait = now || !this.busy ? 0 : this.lastPassAt + SETTLE_GATHER_MS - Date.now();
     if (wait <= 0) {
       if (this.gathering) clearTimeout(this.gathering);
       this.gathering = null;
@@ -175,6 +181,7 @@ export class RunStatusService implements OnModuleInit, BeforeApplicationShutdown
     await done;
     this.current = null;
     for (const resolve of waiting) resolve();
+    this.busy = this.queued.size > 0;
     this.schedule(this.readerWaits);
   }
 
