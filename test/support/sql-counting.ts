@@ -1,5 +1,6 @@
 import { DataSource, EntityManager } from 'typeorm';
 import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
+import { RunStatusService } from '../../src/modules/runs/run-status.service';
 import type { TestApp } from './test-app';
 
 export interface Measured {
@@ -22,7 +23,12 @@ export interface Measured {
 
 export type QueryFn = (this: unknown, ...args: unknown[]) => unknown;
 
-export async function measure(t: Pick<TestApp, 'dataSource'>, fn: () => Promise<unknown>): Promise<Measured> {
+export async function measure(
+  t: Pick<TestApp, 'dataSource'> & Partial<Pick<TestApp, 'app'>>,
+  fn: () => Promise<unknown>,
+): Promise<Measured> {
+  // Statuses earlier commits moved are settled after their answers: not the measured work's statements.
+  await t.app?.get(RunStatusService).settled();
   const pgClientProto = (t.dataSource.driver as unknown as { postgres: { Client: { prototype: { query: QueryFn } } } })
     .postgres.Client.prototype;
   const original = pgClientProto.query;
@@ -98,6 +104,8 @@ export interface PlanNode {
 /** Where EXPLAIN runs: a DataSource, or the EntityManager of a transaction the measured statements ran in. */
 export interface Explainer {
   query(sql: string, params?: unknown[]): Promise<{ 'QUERY PLAN': unknown }[]>;
+  /** A DataSource's or an EntityManager's: to replay a statement's transaction-local planner settings. */
+  transaction?<T>(run: (m: Explainer) => Promise<T>): Promise<T>;
 }
 
 /**
@@ -123,10 +131,20 @@ export async function rowsVisited(
     }
     for (const child of node.Plans ?? []) walkPlan(child);
   };
+  // Planner settings the measured work set for its transaction (withOrderedIndexScans): replayed around the EXPLAIN,
+  // or it would judge a plan the statement never ran with.
+  let settings: { sql: string; params: unknown[] } | null = null;
   for (const st of m.statements) {
+    if (/^\s*SELECT set_config\(/i.test(st.sql)) settings = st;
+    if (/^\s*(COMMIT|ROLLBACK)\b/i.test(st.sql)) settings = null;
     if (!new RegExp(`\\b${relation}\\b`, 'i').test(st.sql) || !/^\s*(WITH|SELECT)/i.test(st.sql)) continue;
     statements++;
-    const [row] = await db.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`, st.params);
+    const set = settings;
+    const explain = async (q: Explainer) => {
+      if (set) await q.query(set.sql, set.params);
+      return q.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${st.sql}`, st.params);
+    };
+    const [row] = set && db.transaction ? await db.transaction(explain) : await explain(db);
     const plan = (typeof row['QUERY PLAN'] === 'string' ? JSON.parse(row['QUERY PLAN']) : row['QUERY PLAN']) as {
       Plan: PlanNode;
     }[];
