@@ -5,7 +5,7 @@ import { decodeCursor, Page, toPage } from '../../common/pagination/cursor';
 import { required } from '../../common/required';
 import { abortOf, type Cancellation, stopsAlwaysRun } from '../lifecycle/outcomes';
 import { JobGroupView } from './dto/job-group.dto';
-import { type RootState, toCancellation, toView } from './group-counts';
+import { toCancellation, toView } from './group-counts';
 import { JobGroupCounterReadsRepository } from './job-group-counter-reads.repository';
 import type { ActiveCounts, Counts } from './job-group-rows';
 import { JobGroupsRepository } from './job-groups.repository';
@@ -32,12 +32,6 @@ export class JobGroupViewsService {
 
   async rootCounts(runIds: string[], m?: EntityManager): Promise<Map<string, Counts & ActiveCounts>> {
     return this.reads.rootCounts(runIds, m);
-  }
-
-  /** The reason of each stopped run's stop (group 0's cancellation); runs not stopped are left out. */
-  async stopReasons(runIds: string[], m?: EntityManager): Promise<Map<string, string>> {
-    const stops = await this.groups.rootCancellations(runIds, m);
-    return new Map(stops.map((s) => [s.runId, s.reason]));
   }
 
   /** Per run, the groups under a cancellation and the (earliest) cancellation that applies to each. */
@@ -106,23 +100,9 @@ export class JobGroupViewsService {
     };
   }
 
-  /** The root's counters and its cancellation reason, read fresh (call with the run row locked). */
-  async rootState(m: EntityManager, runId: string): Promise<RootState> {
-    const counts = await this.reads.countsOf(runId, 0, m);
-    if (!counts) throw notFound('job group 0');
-    const [root] = await this.groups.chainCancellations(runId, 0, m);
-    return { counts, stopReason: root?.reason ?? null };
-  }
-
   /** Every cancellation over a group (its own and its ancestors'), earliest first. */
   chainCancellations(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation[]> {
     return this.groups.chainCancellations(runId, jobGroupId, m);
-  }
-
-  /** The cancellation in force for a group (its own or an ancestor's), or null. */
-  async cancellationOf(runId: string, jobGroupId: number, m?: EntityManager): Promise<Cancellation | null> {
-    const [c = null] = await this.groups.chainCancellations(runId, jobGroupId, m);
-    return c;
   }
 
   /** The group and all its ancestors, deepest first, unlocked (for billing, which adds usage to every level). */

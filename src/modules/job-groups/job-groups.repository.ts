@@ -134,24 +134,6 @@ export class JobGroupsRepository {
     );
   }
 
-  /**
-   * Groups with their ancestors (deduplicated), as rows with their stored status: what a settle compares the
-   * groups' views with.
-   */
-  async withAncestors(m: EntityManager, runId: string, groupIds: number[]): Promise<JobGroup[]> {
-    if (groupIds.length === 0) return [];
-    return m
-      .getRepository(JobGroup)
-      .createQueryBuilder('g')
-      .where(
-        `g.run_id = :runId AND g.job_group_id IN (SELECT ancestor_id FROM job_group_self_and_ancestors
-           WHERE run_id = :runId AND job_group_id = ANY(:groupIds))`,
-        { runId, groupIds },
-      )
-      .orderBy('g.job_group_id')
-      .getMany();
-  }
-
   async insertCancellation(
     m: EntityManager,
     runId: string,

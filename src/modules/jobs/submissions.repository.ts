@@ -16,6 +16,36 @@ import {
 } from './submission-rows';
 
 /** How attempts end: finishing submissions and jobs, retries and folded history, terminating queued ones. */
+/**
+ * The tail of a statement ending queued submissions (a `victims` CTE of id, job_id, submission_num before it): each
+ * ends with the status and reason in those parameters, and its job follows where it is the latest; returns how many
+ * ended, how many of those were retries, and the jobs that followed.
+ */
+const endVictims = (status: string, reason: string) => `done AS (
+         UPDATE job_submissions s SET status = ${status}, termination_reason = ${reason}, finished_at = now()
+           FROM victims v WHERE s.id = v.id
+       RETURNING s.job_id, v.submission_num
+       ), jobs_done AS (
+         UPDATE jobs j SET status = ${status}, termination_reason = ${reason} FROM done d
+           WHERE j.id = d.job_id AND j.latest_submission_id IN (SELECT id FROM victims)
+       RETURNING j.id
+       )
+       SELECT (SELECT count(*) FROM done)::int AS n,
+              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries,
+              (SELECT coalesce(array_agg(id), '{}') FROM jobs_done)::text[] AS "jobIds"`;
+
+/** A final report the statement locking its submission writes where it stands (lockAndFinish). */
+export interface FinishingReport {
+  id: string;
+  holder: { workerId: string; userId: string };
+  status: SubmissionStatus;
+  reason: string;
+  exitStatus: number | null;
+  runtimeData: Record<string, unknown> | null;
+  /** The statuses the state machine allows this outcome from. */
+  from: readonly SubmissionStatus[];
+}
+
 @Injectable()
 export class SubmissionsRepository {
   /**
@@ -29,15 +59,7 @@ export class SubmissionsRepository {
   async lockAndFinish(
     m: EntityManager,
     ids: string[],
-    finishing: readonly {
-      id: string;
-      holder: { workerId: string; userId: string };
-      status: SubmissionStatus;
-      reason: string;
-      exitStatus: number | null;
-      runtimeData: Record<string, unknown> | null;
-      from: readonly SubmissionStatus[];
-    }[],
+    finishing: readonly FinishingReport[],
   ): Promise<Map<string, { submission: SubmissionFacts; job: JobFacts; finished: boolean }>> {
     if (ids.length === 0) return new Map();
     const rows = await preparedQuery<LockedRow & { finished: boolean }>(
@@ -269,18 +291,7 @@ export class SubmissionsRepository {
             AND NOT ($6 AND (SELECT j.always_run FROM jobs j WHERE j.id = q.job_id))
             AND NOT q.id = ANY($7::uuid[])
           LIMIT $5 FOR UPDATE SKIP LOCKED
-       ), done AS (
-         UPDATE job_submissions s SET status = $3, termination_reason = $4, finished_at = now()
-           FROM victims v WHERE s.id = v.id
-       RETURNING s.job_id, v.submission_num
-       ), jobs_done AS (
-         UPDATE jobs j SET status = $3, termination_reason = $4 FROM done d
-           WHERE j.id = d.job_id AND j.latest_submission_id IN (SELECT id FROM victims)
-       RETURNING j.id
-       )
-       SELECT (SELECT count(*) FROM done)::int AS n,
-              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries,
-              (SELECT coalesce(array_agg(id), '{}') FROM jobs_done)::text[] AS "jobIds"`,
+       ), ${endVictims('$3', '$4')}`,
       [runId, groupIds, status, reason, limit, spareAlwaysRun, keep],
     );
     return row;
@@ -300,18 +311,7 @@ export class SubmissionsRepository {
     const [row] = await m.query(
       `WITH victims AS (
          SELECT id, job_id, submission_num FROM job_submissions q WHERE q.id = ANY($1::uuid[]) AND ${QUEUED_PREDICATE}
-       ), done AS (
-         UPDATE job_submissions s SET status = $2, termination_reason = $3, finished_at = now()
-           FROM victims v WHERE s.id = v.id
-       RETURNING s.job_id, v.submission_num
-       ), jobs_done AS (
-         UPDATE jobs j SET status = $2, termination_reason = $3 FROM done d
-           WHERE j.id = d.job_id AND j.latest_submission_id IN (SELECT id FROM victims)
-       RETURNING j.id
-       )
-       SELECT (SELECT count(*) FROM done)::int AS n,
-              (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries,
-              (SELECT coalesce(array_agg(id), '{}') FROM jobs_done)::text[] AS "jobIds"`,
+       ), ${endVictims('$2', '$3')}`,
       [ids, status, reason],
     );
     return row;

@@ -10,7 +10,7 @@ import {
 } from './submission-claims.repository';
 import { type HolderFacts, SubmissionLocksRepository } from './submission-locks.repository';
 import type { JobFacts, SubmissionFacts } from './submission-rows';
-import { SubmissionsRepository } from './submissions.repository';
+import { type FinishingReport, SubmissionsRepository } from './submissions.repository';
 
 export type { Candidate, Capacity, ClaimedRow, HolderFacts, JobFacts, SubmissionFacts };
 
@@ -108,15 +108,7 @@ export class SubmissionsService {
   lockAndFinish(
     m: EntityManager,
     submissionIds: string[],
-    finishing: readonly {
-      id: string;
-      holder: { workerId: string; userId: string };
-      status: SubmissionStatus;
-      reason: string;
-      exitStatus: number | null;
-      runtimeData: Record<string, unknown> | null;
-      from: readonly SubmissionStatus[];
-    }[],
+    finishing: readonly FinishingReport[],
   ): Promise<Map<string, { submission: SubmissionFacts; job: JobFacts; finished: boolean }>> {
     return this.subs.lockAndFinish(m, submissionIds, finishing);
   }
@@ -182,18 +174,6 @@ export class SubmissionsService {
     counted: boolean,
   ): Promise<void> {
     return this.subs.finishJob(m, job.id, status, reason, counted);
-  }
-
-  /** The job's last attempt: submission and job finished together; `counted` as for finishJob. */
-  finishWithJob(
-    m: EntityManager,
-    s: SubmissionFacts,
-    status: SubmissionStatus,
-    reason: string,
-    exitStatus: number | null,
-    counted: boolean,
-  ): Promise<void> {
-    return this.subs.finishSubmissionAndJob(m, s.id, s.jobId, status, reason, exitStatus, counted);
   }
 
   /** Creates the next submission, then folds the no-capacity attempt before the failed one away (if it is one). */

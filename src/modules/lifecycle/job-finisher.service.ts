@@ -58,12 +58,6 @@ export class JobFinisher {
     private readonly billing: BillingService,
   ) {}
 
-  /** One attempt (see finishAll). */
-  async finishLocked(m: EntityManager, item: FinishItem, atLastRollup = false): Promise<CompleteResult> {
-    const [result] = await this.finishAll(m, [item], atLastRollup);
-    return result;
-  }
-
   /**
    * Ends attempts (each a different submission): closes their billing (to now, or with `atLastRollup` where the last
    * heartbeat left it: a lapsed lease) with their `job.status` events, in one statement taken before any counter

@@ -46,8 +46,9 @@ interface Queued {
  * requests that arrive wait, and the next transaction takes all of them (up to MAX_REPORTS_PER_TRANSACTION, at most
  * MAX_IN_FLIGHT at once), so reports share their statements and commits (ReportApplier: one statement a step for
  * all). Each report is still judged and answered exactly as its route would; a request answers once its reports'
- * transaction has committed (the run statuses it moved settle after: RunStatusService). A submission's reports take effect in the order they
- * came: a transaction holds at most one report per submission, the others going to the next transactions (waves).
+ * transaction has committed (the run statuses it moved settle after: RunStatusService). A submission's reports take
+ * effect in the order they came: a transaction holds at most one report per submission, the others going to the next
+ * transactions (waves).
  * Should a wave fail for a reason one report's rows cause (a constraint, a data exception), its reports are applied
  * again one by one, so that report fails alone; a failure of the service itself (the database away) fails every
  * request of the wave, as each would have failed alone, what earlier waves applied staying applied.

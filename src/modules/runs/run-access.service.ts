@@ -67,11 +67,6 @@ export class RunAccessService {
     }
   }
 
-  /** Who pays for a run's work (billing is handed these ids; it never reads runs). */
-  async ownerOf(m: EntityManager, runId: string): Promise<{ projectId: string; userId: string }> {
-    return required((await this.factsOf(m, [runId])).get(runId), `run ${runId}`);
-  }
-
   /** Who pays for each run's work, by run id. */
   async ownersOf(
     m: EntityManager,
