@@ -15,7 +15,6 @@ import {
   type SubmissionFacts,
 } from './submission-rows';
 
-/** How attempts end: finishing submissions and jobs, retries and folded history, terminating queued ones. */
 /**
  * The tail of a statement ending queued submissions (a `victims` CTE of id, job_id, submission_num before it): each
  * ends with the status and reason in those parameters, and its job follows where it is the latest; returns how many
@@ -46,6 +45,7 @@ export interface FinishingReport {
   from: readonly SubmissionStatus[];
 }
 
+/** How attempts end: finishing submissions and jobs, retries and folded history, terminating queued ones. */
 @Injectable()
 export class SubmissionsRepository {
   /**

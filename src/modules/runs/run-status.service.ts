@@ -99,7 +99,7 @@ export class RunStatusService implements OnModuleInit, BeforeApplicationShutdown
 
   /**
    * Settles the run's status, and the given groups' with their ancestors', once `m`'s transaction has committed
-   * (TransactionRunner waits for it before returning).
+   * (in the background: the request answers without waiting; readers wait through `settled`).
    */
   settleAfterCommit(m: EntityManager, runId: string, groupIds: readonly number[] = []): void {
     let touched = touchedBy.get(m);
