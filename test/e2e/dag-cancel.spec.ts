@@ -289,6 +289,24 @@ describeRealPostgres('always_run and cancellation; parents in cancelled groups',
       await w.complete(s.id, { status: 'aborted', termination_reason: 'aborted_by_user' });
   });
 
+  it('a claim meeting a queued always_run job an earlier cancellation spared and an abort stops: aborted', async () => {
+    const run = await makeRun(t, owner, project, {
+      priority: 7,
+      job_groups: [{ ref: 'g' }],
+      jobs: [{ name: 'ar', group_ref: 'g', always_run: true, spec: jobSpec() }],
+    });
+    await cancel(run, 1);
+    await t.http
+      .post(`${runUrl(run)}/stop`)
+      .set(owner.auth)
+      .send({ abort: true })
+      .expect(200);
+    // No sweep ran: the claim meets the job first and ends it as the sweep of the abort would.
+    expect(await directWorker(t, service, 'w-claim-abort').claim(1)).toEqual([]);
+    expect((await byName(run)).get('ar')).toMatchObject({ status: 'aborted', termination_reason: 'aborted_by_user' });
+    expect((await invariants(t, admin)).mismatches).toEqual([]);
+  });
+
   it('an abort of a group below the root, over an open always_run job: counters and invariants agree', async () => {
     const run = await makeRun(t, owner, project, {
       priority: 6,

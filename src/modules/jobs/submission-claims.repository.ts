@@ -98,22 +98,6 @@ export class SubmissionClaimsRepository {
     );
   }
 
-  /** Renews the leases of many submissions (already locked) in one statement; returns each new end. */
-  async renewLeases(
-    m: EntityManager,
-    ids: string[],
-    leaseSeconds: number,
-  ): Promise<{ id: string; leaseExpiresAt: Date }[]> {
-    if (ids.length === 0) return [];
-    return preparedQuery<{ id: string; leaseExpiresAt: Date }>(
-      m,
-      'lifecycle_renew_leases',
-      `UPDATE job_submissions SET last_heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => $2)
-        WHERE id = ANY($1::uuid[]) RETURNING id, lease_expires_at AS "leaseExpiresAt"`,
-      [ids, leaseSeconds],
-    );
-  }
-
   /** What the worker measured of a finished attempt (exit status, times, memory), stored as sent. */
   async setRuntimeData(m: EntityManager, id: string, runtimeData: Record<string, unknown>): Promise<void> {
     await m.query(`UPDATE job_submissions SET runtime_data = $2::json WHERE id = $1`, [

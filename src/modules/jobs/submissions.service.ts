@@ -127,12 +127,6 @@ export class SubmissionsService {
     return this.locks.lockSubmissions(m, submissionIds);
   }
 
-  /** New leases for many locked submissions at once, keyed by id. */
-  async renewLeases(m: EntityManager, submissionIds: string[], leaseSeconds: number): Promise<Map<string, Date>> {
-    const rows = await this.claims.renewLeases(m, submissionIds, leaseSeconds);
-    return new Map(rows.map((r) => [r.id, r.leaseExpiresAt]));
-  }
-
   setRuntimeData(m: EntityManager, s: SubmissionFacts, runtimeData: Record<string, unknown>): Promise<void> {
     return this.claims.setRuntimeData(m, s.id, runtimeData);
   }

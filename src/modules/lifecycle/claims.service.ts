@@ -163,13 +163,10 @@ export class ClaimsService {
       if (candidates.length === 0) break;
       const before = doomed.length;
       const cancellations = await this.groups.effectiveCancellations([...new Set(candidates.map((c) => c.runId))], m);
-      const spared = await this.spares.of(
-        m,
-        candidates.filter((c) => cancellations.get(c.runId)?.has(c.jobGroupId)),
-      );
+      const stopping = await this.spares.stopping(m, candidates, cancellations);
       for (const c of candidates) {
         seen.push(c.id);
-        const cancellation = spared.has(c.jobId) ? undefined : cancellations.get(c.runId)?.get(c.jobGroupId);
+        const cancellation = stopping.get(c.jobId);
         if (cancellation) doomed.push({ candidate: c, cancellation });
         else if (picked.length < limit && fits(left, c)) {
           picked.push(c);

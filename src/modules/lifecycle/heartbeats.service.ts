@@ -7,7 +7,7 @@ import { BillingService } from '../billing/billing.service';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
 import { type SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import type { HeartbeatAnswer, HeartbeatItem } from './lifecycle.types';
-import { abortOf, cancelledJobOutcome } from './outcomes';
+import { type Cancellation, cancelledJobOutcome } from './outcomes';
 import { SparedJobs } from './spared-jobs.service';
 import { HELD_STATUSES } from './vocabulary';
 
@@ -36,21 +36,9 @@ export class HeartbeatsService {
     m: EntityManager,
     items: readonly { s: SubmissionFacts; runtimeData: Record<string, unknown> | null }[],
   ): Promise<HeartbeatAnswer[]> {
-    if (items.length === 0) return [];
-    const leases = await this.subs.heartbeatAll(
-      m,
-      items.map((i) => ({ id: i.s.id, runtimeData: i.runtimeData })),
-      this.env.RUNPLANE_LEASE_SECONDS,
-    );
-    const cancellations = await this.groups.effectiveCancellations([...new Set(items.map((i) => i.s.runId))], m);
-    const under = items.filter((i) => cancellations.get(i.s.runId)?.has(i.s.jobGroupId)).map((i) => i.s);
-    const spared = await this.spares.of(m, under);
-    await this.billing.accrue(
-      m,
-      items.map((i) => i.s.id),
-    );
+    const { leases, stopping } = await this.renew(m, items);
     return items.map(({ s }) => ({
-      cancel_requested: cancellations.get(s.runId)?.has(s.jobGroupId) === true && !spared.has(s.jobId),
+      cancel_requested: stopping.has(s.jobId),
       lease_expires_at: new Date(leases.get(s.id) ?? 0).toISOString(),
     }));
   }
@@ -76,28 +64,14 @@ export class HeartbeatsService {
           s.workerId === workerId &&
           (HELD_STATUSES as readonly string[]).includes(s.status),
       );
-      const leases = await this.subs.renewLeases(
+      const { leases, stopping } = await this.renew(
         m,
-        held.map((s) => s.id),
-        this.env.RUNPLANE_LEASE_SECONDS,
-      );
-      const cancellations = await this.groups.effectiveCancellations([...new Set(held.map((s) => s.runId))], m);
-      const under = held.filter((s) => cancellations.get(s.runId)?.has(s.jobGroupId));
-      const spared = await this.spares.of(m, under);
-      const alwaysRun = await this.subs.alwaysRunJobs(
-        m,
-        under.map((s) => s.jobId),
-      );
-      // Billing rows after the submissions (the lock order), in one statement.
-      await this.billing.accrue(
-        m,
-        held.map((s) => s.id),
+        held.map((s) => ({ s, runtimeData: null })),
       );
       return new Map(
         held.map((s): [string, HeartbeatItem] => {
-          const found = cancellations.get(s.runId)?.get(s.jobGroupId);
           // An always_run job not spared is stopped by the abort over it: it reports that abort's outcome.
-          const cancellation = spared.has(s.jobId) ? undefined : alwaysRun.has(s.jobId) ? abortOf(found) : found;
+          const cancellation = stopping.get(s.jobId);
           const outcome = cancellation ? cancelledJobOutcome(cancellation) : null;
           return [
             s.id,
@@ -126,5 +100,33 @@ export class HeartbeatsService {
           },
       ),
     };
+  }
+
+  /**
+   * The heartbeat of held submissions (locked by the caller): new leases and `runtime_data` where sent, usage
+   * accrued, each in one statement for all; and the cancellation that stops each, by job id (SparedJobs.stopping).
+   */
+  private async renew(
+    m: EntityManager,
+    items: readonly { s: SubmissionFacts; runtimeData: Record<string, unknown> | null }[],
+  ): Promise<{ leases: Map<string, Date>; stopping: Map<string, Cancellation> }> {
+    if (items.length === 0) return { leases: new Map(), stopping: new Map() };
+    const leases = await this.subs.heartbeatAll(
+      m,
+      items.map((i) => ({ id: i.s.id, runtimeData: i.runtimeData })),
+      this.env.RUNPLANE_LEASE_SECONDS,
+    );
+    const cancellations = await this.groups.effectiveCancellations([...new Set(items.map((i) => i.s.runId))], m);
+    const stopping = await this.spares.stopping(
+      m,
+      items.map((i) => i.s),
+      cancellations,
+    );
+    // Billing rows after the submissions (the lock order), in one statement.
+    await this.billing.accrue(
+      m,
+      items.map((i) => i.s.id),
+    );
+    return { leases, stopping };
   }
 }

@@ -87,6 +87,13 @@ export const stopsAlwaysRun = (c: Pick<Cancellation, 'reason'>): boolean => c.re
 export const abortOf = (c: Cancellation | null | undefined): Cancellation | null =>
   c ? (stopsAlwaysRun(c) ? c : (c.abort ?? null)) : null;
 
+/**
+ * The cancellation that stops a job, given the one in force over its group (the earliest, with the abort over it):
+ * an always_run job only an abort stops, any other job that one.
+ */
+export const stoppingCancellation = (c: Cancellation | null | undefined, alwaysRun: boolean): Cancellation | null =>
+  alwaysRun ? abortOf(c) : (c ?? null);
+
 /** How a job stopped by a cancellation shows: `aborted` for an abort, `terminated` otherwise. */
 export function cancelledJobOutcome(c: Cancellation): {
   status: 'terminated' | 'aborted';
@@ -111,7 +118,7 @@ export function effectiveJobStatus(
   cancellation: Cancellation | null,
 ): { status: SubmissionStatus; terminationReason: string | null; cancelledBy: Cancellation | null } {
   // An always_run job is not stopped by a cancellation, only by an abort (which may lie above the earliest one).
-  if (stored.alwaysRun === true && cancellation !== null) cancellation = abortOf(cancellation);
+  cancellation = stoppingCancellation(cancellation, stored.alwaysRun === true);
   if (cancellation === null || stored.completionCounted) {
     return { status: stored.status, terminationReason: stored.terminationReason, cancelledBy: null };
   }
