@@ -3,7 +3,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { COUNTER_TOKENS } from '../../src/modules/job-groups/counter-tokens';
 import { JobGroupCounterReadsRepository } from '../../src/modules/job-groups/job-group-counter-reads.repository';
 import { JobGroupCountersRepository } from '../../src/modules/job-groups/job-group-counters.repository';
-import type { ActiveCounts, Counts } from '../../src/modules/job-groups/job-group-rows';
+import { type ActiveCounts, type Counts, NO_COUNTS } from '../../src/modules/job-groups/job-group-rows';
 import {
   inRolledBackTransaction,
   lockableNow,
@@ -75,20 +75,7 @@ describe('JobGroupCountersRepository: lockChain and lockChainAndCount on token r
     return run.runId;
   };
 
-  const zero: Counts & ActiveCounts = {
-    nJobs: 0,
-    nCompleted: 0,
-    nSucceeded: 0,
-    nFailed: 0,
-    nCancelled: 0,
-    nAborted: 0,
-    nAlwaysRunOpen: 0,
-    nProvisioning: 0,
-    nRunning: 0,
-    nRetrying: 0,
-    nPending: 0,
-  };
-  const sums = (c: Partial<Counts & ActiveCounts>) => ({ ...zero, ...c });
+  const sums = (c: Partial<Counts & ActiveCounts>) => ({ ...NO_COUNTS, ...c });
   const level = (
     jobGroupId: number,
     lvl: number,

@@ -1,20 +1,18 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { notFound } from '../../common/errors/domain-error';
-import { type Cancellation, cancelledJobOutcome, type JobOutcome, outcomeDelta } from '../lifecycle/outcomes';
+import {
+  addDeltas,
+  type Cancellation,
+  cancelledJobOutcome,
+  type JobOutcome,
+  outcomeDelta,
+} from '../lifecycle/outcomes';
 import { counterToken } from './counter-tokens';
 import { JobGroupCountersRepository } from './job-group-counters.repository';
 import type { ActiveDelta, ChainLevel, CountsDelta } from './job-group-rows';
 import { JobGroupsRepository } from './job-groups.repository';
 import { type Chain, JobGroupsService } from './job-groups.service';
-
-/** The sum of two counts deltas. */
-function addCounts(a: CountsDelta, b: CountsDelta): CountsDelta {
-  const out: CountsDelta = { ...a };
-  for (const [k, v] of Object.entries(b) as [keyof CountsDelta, number | undefined][])
-    out[k] = (out[k] ?? 0) + (v ?? 0);
-  return out;
-}
 
 /**
  * Counting jobs' outcomes into their groups' counters, on the transaction's token rows (counter-tokens.ts): final
@@ -49,7 +47,7 @@ export class GroupCountingService {
     const perGroup = new Map<number, CountsDelta>();
     for (const j of jobs) {
       const d = { ...outcomeDelta(j.outcome), nAlwaysRunOpen: j.alwaysRun ? -1 : 0 };
-      perGroup.set(j.jobGroupId, addCounts(perGroup.get(j.jobGroupId) ?? {}, d));
+      perGroup.set(j.jobGroupId, addDeltas(perGroup.get(j.jobGroupId) ?? {}, d));
     }
     const counted = await this.counters.countChains(m, runId, counterToken(m), perGroup, active, failed);
     const { rows } = counted;
@@ -67,7 +65,7 @@ export class GroupCountingService {
     for (const r of rows) {
       if (perLevel.has(r.jobGroupId)) continue;
       let d: CountsDelta = {};
-      for (const g of r.below) if (!notCounted.has(g)) d = addCounts(d, perGroup.get(g) ?? {});
+      for (const g of r.below) if (!notCounted.has(g)) d = addDeltas(d, perGroup.get(g) ?? {});
       perLevel.set(r.jobGroupId, d);
     }
     // Fail-fast on the levels locked whole (their sums, with what this call added), deepest first.
@@ -98,7 +96,7 @@ export class GroupCountingService {
   ): Promise<{ uncounted: number[]; cancellations: Cancellation[] }> {
     let delta: CountsDelta = {};
     for (const j of jobs)
-      delta = addCounts(delta, { ...outcomeDelta(j.outcome), nAlwaysRunOpen: j.alwaysRun ? -1 : 0 });
+      delta = addDeltas(delta, { ...outcomeDelta(j.outcome), nAlwaysRunOpen: j.alwaysRun ? -1 : 0 });
     const failed = jobs.some((j) => j.outcome === 'failed');
     const { levels, counted } = await this.counters.lockChainAndCount(
       m,

@@ -10,6 +10,7 @@ import {
   COUNTS,
   type Counts,
   type CountsDelta,
+  NO_COUNTS,
 } from './job-group-rows';
 
 /**
@@ -95,20 +96,8 @@ function toLevels(rows: LockedRow[]): ChainLevel[] {
 }
 
 function sumRows(rows: (Counts & ActiveCounts)[]): Counts & ActiveCounts {
-  const s = {
-    nJobs: 0,
-    nCompleted: 0,
-    nSucceeded: 0,
-    nFailed: 0,
-    nCancelled: 0,
-    nAborted: 0,
-    nAlwaysRunOpen: 0,
-    nProvisioning: 0,
-    nRunning: 0,
-    nRetrying: 0,
-    nPending: 0,
-  };
-  for (const r of rows) for (const k of Object.keys(s) as (keyof typeof s)[]) s[k] += Number(r[k] ?? 0);
+  const s = { ...NO_COUNTS };
+  for (const r of rows) for (const k of Object.keys(s) as (keyof typeof s)[]) s[k] = (s[k] ?? 0) + Number(r[k] ?? 0);
   return s;
 }
 

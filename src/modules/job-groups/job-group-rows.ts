@@ -26,6 +26,21 @@ export interface ActiveCounts {
 
 export type ActiveDelta = Partial<ActiveCounts>;
 
+/** Every count of a group's counters at zero (a start for sums). */
+export const NO_COUNTS: Readonly<Counts & ActiveCounts> = {
+  nJobs: 0,
+  nCompleted: 0,
+  nSucceeded: 0,
+  nFailed: 0,
+  nCancelled: 0,
+  nAborted: 0,
+  nAlwaysRunOpen: 0,
+  nProvisioning: 0,
+  nRunning: 0,
+  nRetrying: 0,
+  nPending: 0,
+};
+
 /**
  * One level of a locked chain (a group or an ancestor): the rows of the transaction's token are locked at every
  * level, and at the levels locked exactly all the group's rows, whose sums are then whole (no other transaction can

@@ -33,6 +33,16 @@ const endVictims = (status: string, reason: string) => `done AS (
               (SELECT count(*) FROM done WHERE submission_num > 0)::int AS retries,
               (SELECT coalesce(array_agg(id), '{}') FROM jobs_done)::text[] AS "jobIds"`;
 
+/** A final attempt finished with its job (finishAllWithJobs): rows locked, `runtimeData` stored where given. */
+export interface FinishedAttempt {
+  id: string;
+  jobId: string;
+  status: SubmissionStatus;
+  reason: string;
+  exitStatus: number | null;
+  runtimeData: Record<string, unknown> | null;
+}
+
 /** A final report the statement locking its submission writes where it stands (lockAndFinish). */
 export interface FinishingReport {
   id: string;
@@ -110,17 +120,7 @@ export class SubmissionsRepository {
    * facts following it, the job counted (`completion_counted`: see markUncounted for the rare job a cancellation
    * counted instead). Rows already locked. One statement.
    */
-  async finishAllWithJobs(
-    m: EntityManager,
-    items: readonly {
-      id: string;
-      jobId: string;
-      status: SubmissionStatus;
-      reason: string;
-      exitStatus: number | null;
-      runtimeData: Record<string, unknown> | null;
-    }[],
-  ): Promise<void> {
+  async finishAllWithJobs(m: EntityManager, items: readonly FinishedAttempt[]): Promise<void> {
     if (items.length === 0) return;
     await preparedQuery(
       m,

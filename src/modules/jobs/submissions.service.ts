@@ -10,7 +10,7 @@ import {
 } from './submission-claims.repository';
 import { type HolderFacts, SubmissionLocksRepository } from './submission-locks.repository';
 import type { JobFacts, SubmissionFacts } from './submission-rows';
-import { type FinishingReport, SubmissionsRepository } from './submissions.repository';
+import { type FinishedAttempt, type FinishingReport, SubmissionsRepository } from './submissions.repository';
 
 export type { Candidate, Capacity, ClaimedRow, HolderFacts, JobFacts, SubmissionFacts };
 
@@ -81,17 +81,7 @@ export class SubmissionsService {
   }
 
   /** Final attempts (rows locked): submissions and their jobs finished, the jobs counted, in one statement. */
-  finishAllWithJobs(
-    m: EntityManager,
-    items: readonly {
-      id: string;
-      jobId: string;
-      status: SubmissionStatus;
-      reason: string;
-      exitStatus: number | null;
-      runtimeData: Record<string, unknown> | null;
-    }[],
-  ): Promise<void> {
+  finishAllWithJobs(m: EntityManager, items: readonly FinishedAttempt[]): Promise<void> {
     return this.subs.finishAllWithJobs(m, items);
   }
 

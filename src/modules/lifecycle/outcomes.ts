@@ -58,13 +58,16 @@ export function activeDelta(status: SubmissionStatus, sign: 1 | -1, submissionNu
   return {};
 }
 
+/** The sum of two deltas (of counts or of active counts), key by key; a key in neither stays out. */
+export function addDeltas<D extends { [K in keyof D]?: number }>(a: D, b: D): D {
+  const out: Record<string, number | undefined> = { ...a };
+  for (const [k, v] of Object.entries(b) as [string, number | undefined][]) out[k] = (out[k] ?? 0) + (v ?? 0);
+  return out as D;
+}
+
+/** The sum of two active deltas, every active count present. */
 export function addDelta(a: ActiveDelta, b: ActiveDelta): ActiveDelta {
-  return {
-    nProvisioning: (a.nProvisioning ?? 0) + (b.nProvisioning ?? 0),
-    nRunning: (a.nRunning ?? 0) + (b.nRunning ?? 0),
-    nRetrying: (a.nRetrying ?? 0) + (b.nRetrying ?? 0),
-    nPending: (a.nPending ?? 0) + (b.nPending ?? 0),
-  };
+  return { nProvisioning: 0, nRunning: 0, nRetrying: 0, nPending: 0, ...addDeltas(a, b) };
 }
 
 /** A group's cancellation record: who cancelled which group, when and why. */
