@@ -129,21 +129,27 @@ export class ReferenceWorker {
 }
 
 /**
- * The untimed set-up of a throughput benchmark: every worker claims until the queue is empty and reports each claimed
- * submission running. Returns what each worker holds.
+ * The untimed set-up of a throughput benchmark: every worker claims (`claim` at a time) until the queue is empty and
+ * reports each claimed submission running, by default one call each (`start` sends a claim's `running` reports its
+ * own way, e.g. as one batch). Returns what each worker holds.
  */
-export async function claimAndStartAll(workers: ReferenceWorker[]): Promise<Claimed[][]> {
+export async function claimAndStartAll(
+  workers: ReferenceWorker[],
+  { claim = 50, start }: { claim?: number; start?: (w: ReferenceWorker, got: Claimed[]) => Promise<void> } = {},
+): Promise<Claimed[][]> {
   const held: Claimed[][] = workers.map(() => []);
   await Promise.all(
     workers.map(async (w, i) => {
       for (;;) {
-        const got = await w.claim(50);
+        const got = await w.claim(claim);
         if (got.length === 0) return;
-        for (const s of got) {
-          const r = await w.running(s.id);
-          if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);
-          held[i].push(s);
-        }
+        if (start) await start(w, got);
+        else
+          for (const s of got) {
+            const r = await w.running(s.id);
+            if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);
+          }
+        held[i].push(...got);
       }
     }),
   );

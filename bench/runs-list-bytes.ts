@@ -2,7 +2,7 @@ import { Agent, request } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { Client, Pool } from 'pg';
 import { required } from '../src/common/required';
-import { growHistory, ListBenchTarget, prepareHelpers, submitRuns } from './runs-list-data';
+import { groupBySql, growHistory, ListBenchTarget, prepareHelpers, submitRuns, windowSql } from './runs-list-data';
 import { processCpuSeconds, ServerUnderTest } from './server-under-test';
 import {
   fmtBytes,
@@ -45,28 +45,15 @@ const shownColumns = (from: string, newest: string) =>
    ${from}.exit_status, ${from}.submitted_at, ${from}.started_at, ${from}.finished_at,
    CASE WHEN ${newest} THEN ${from}.provisioning_data END AS provisioning_data,
    CASE WHEN ${newest} THEN ${from}.runtime_data END AS runtime_data`;
-const JOBS_OF_RUNS = `SELECT id FROM jobs WHERE run_id = ANY($1::uuid[])`;
 /** dstack today, selecting what the page shows: row_number() over every submission, rn <= N, run twice. */
-const WINDOW_SQL = (onlyTerminated: boolean) => `
-  SELECT ${shownColumns('x', 'x.rn = 1')} FROM (
-    SELECT s.id, s.job_id, s.run_id, s.submission_num, s.status, s.termination_reason, s.exit_status,
-           s.submitted_at, s.started_at, s.finished_at, s.provisioning_data, s.runtime_data,
-           row_number() OVER (PARTITION BY s.job_id ORDER BY s.submission_num DESC) AS rn
-      FROM job_submissions s
-     WHERE s.job_id IN (${JOBS_OF_RUNS})${onlyTerminated ? ' AND s.termination_reason IS NOT NULL' : ''}
-  ) x
-  WHERE x.rn <= $2
-  ORDER BY x.run_id, x.job_id, x.submission_num`;
+const WINDOW_SQL = (onlyTerminated: boolean) =>
+  windowSql(onlyTerminated, {
+    inner: `s.id, s.job_id, s.run_id, s.submission_num, s.status, s.termination_reason, s.exit_status,
+           s.submitted_at, s.started_at, s.finished_at, s.provisioning_data, s.runtime_data`,
+    outer: shownColumns('x', 'x.rn = 1'),
+  });
 /** The seed's GROUP BY proposal, selecting what the page shows. */
-const GROUP_BY_SQL = `
-  SELECT ${shownColumns('s', 's.submission_num = l.latest')}
-    FROM job_submissions s
-    JOIN (SELECT job_id, max(submission_num) AS latest,
-                 max(CASE WHEN termination_reason IS NOT NULL THEN submission_num END) AS latest_terminated
-            FROM job_submissions
-           WHERE job_id IN (${JOBS_OF_RUNS})
-           GROUP BY job_id) l ON s.job_id = l.job_id
-   WHERE s.submission_num > l.latest - $2 OR s.submission_num = l.latest_terminated`;
+const GROUP_BY_SQL = groupBySql(shownColumns('s', 's.submission_num = l.latest'));
 
 /** One GET read to its end over a keep-alive connection: bytes on the wire and the encoding the server chose. */
 function fetchPage(

@@ -307,3 +307,35 @@ export async function growHistory(
   // VACUUM too, not only ANALYZE: as autovacuum would have by then; gives every contender index-only scans.
   await env.pool.query('VACUUM (ANALYZE) job_submissions, jobs, runs');
 }
+
+// The baselines, as raw SQL on the same database. "The listed runs' jobs" is spelled through jobs.run_id, so both
+// can read job_submissions through its (job_id, submission_num) index, as dstack's do through ix_jobs_run_id.
+const JOBS_OF_RUNS = `SELECT id FROM jobs WHERE run_id = ANY($1::uuid[])`;
+
+/**
+ * dstack today: row_number() over every submission of the listed runs ($1), the newest $2 of each job; run twice
+ * (the 2nd over status rows only). `columns`: what the numbered rows carry (`inner`, from `s`) and what is selected
+ * from them (`outer`, from `x`); all of them by default.
+ */
+export const windowSql = (onlyTerminated: boolean, columns = { inner: 's.*', outer: '*' }) => `
+  SELECT ${columns.outer} FROM (
+    SELECT ${columns.inner}, row_number() OVER (PARTITION BY s.job_id ORDER BY s.submission_num DESC) AS rn
+      FROM job_submissions s
+     WHERE s.job_id IN (${JOBS_OF_RUNS})${onlyTerminated ? ' AND s.termination_reason IS NOT NULL' : ''}
+  ) x
+  WHERE x.rn <= $2
+  ORDER BY x.run_id, x.job_id, x.submission_num`;
+
+/**
+ * The seed's proposal: max numbers per job by GROUP BY over every submission of the listed runs ($1), then the rows
+ * within the last $2 and the newest with a status; `select` from `s` (and `l.latest`), every column by default.
+ */
+export const groupBySql = (select = 's.*') => `
+  SELECT ${select}
+    FROM job_submissions s
+    JOIN (SELECT job_id, max(submission_num) AS latest,
+                 max(CASE WHEN termination_reason IS NOT NULL THEN submission_num END) AS latest_terminated
+            FROM job_submissions
+           WHERE job_id IN (${JOBS_OF_RUNS})
+           GROUP BY job_id) l ON s.job_id = l.job_id
+   WHERE s.submission_num > l.latest - $2 OR s.submission_num = l.latest_terminated`;

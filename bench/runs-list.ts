@@ -2,7 +2,16 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { required } from '../src/common/required';
 import { runListBytes } from './runs-list-bytes';
-import { FOLDED_REASON, growHistory, JobSet, numberOf, prepareHelpers, submitRuns } from './runs-list-data';
+import {
+  FOLDED_REASON,
+  groupBySql,
+  growHistory,
+  JobSet,
+  numberOf,
+  prepareHelpers,
+  submitRuns,
+  windowSql,
+} from './runs-list-data';
 import { ServerUnderTest } from './server-under-test';
 import {
   BenchEnv,
@@ -198,28 +207,9 @@ async function checkExact(
   return lines;
 }
 
-// The baselines, as raw SQL on the same database. "The listed runs' jobs" is spelled through jobs.run_id, so both
-// can read job_submissions through its (job_id, submission_num) index, as dstack's do through ix_jobs_run_id.
-const JOBS_OF_RUNS = `SELECT id FROM jobs WHERE run_id = ANY($1::uuid[])`;
-/** dstack today: row_number() over every submission of the listed runs, all columns; run twice (2nd: status rows). */
-const WINDOW_SQL = (onlyTerminated: boolean) => `
-  SELECT * FROM (
-    SELECT s.*, row_number() OVER (PARTITION BY s.job_id ORDER BY s.submission_num DESC) AS rn
-      FROM job_submissions s
-     WHERE s.job_id IN (${JOBS_OF_RUNS})${onlyTerminated ? ' AND s.termination_reason IS NOT NULL' : ''}
-  ) x
-  WHERE x.rn <= $2
-  ORDER BY x.run_id, x.job_id, x.submission_num`;
-/** The seed's proposal: max numbers per job by GROUP BY over every submission, then the rows within the last N. */
-const GROUP_BY_SQL = `
-  SELECT s.*
-    FROM job_submissions s
-    JOIN (SELECT job_id, max(submission_num) AS latest,
-                 max(CASE WHEN termination_reason IS NOT NULL THEN submission_num END) AS latest_terminated
-            FROM job_submissions
-           WHERE job_id IN (${JOBS_OF_RUNS})
-           GROUP BY job_id) l ON s.job_id = l.job_id
-   WHERE s.submission_num > l.latest - $2 OR s.submission_num = l.latest_terminated`;
+/** The baselines with every column (the bytes part selects the page's own: runs-list-bytes.ts). */
+const WINDOW_SQL = (onlyTerminated: boolean) => windowSql(onlyTerminated);
+const GROUP_BY_SQL = groupBySql();
 /**
  * For reference only: a LATERAL newest-first fetch as raw SQL (rows only, no HTTP/JSON), to show where the time goes.
  */

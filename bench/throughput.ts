@@ -1,7 +1,16 @@
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Client } from 'pg';
-import { Claimed, DONE, ERROR, httpPost, type Outcome, type Post, ReferenceWorker } from './reference-worker';
+import {
+  claimAndStartAll,
+  Claimed,
+  DONE,
+  ERROR,
+  httpPost,
+  type Outcome,
+  type Post,
+  ReferenceWorker,
+} from './reference-worker';
 import { postgresCpuSeconds, ServerUnderTest } from './server-under-test';
 import { fmtInt, fmtRatio, log, median, printTable, QUICK, TargetResult } from './support';
 
@@ -179,27 +188,20 @@ async function wholeCycle(c: Contender, total: number): Promise<{ jobsPerSecond:
   return { jobsPerSecond: total / ((performance.now() - started) / 1000), idleClaims };
 }
 
-/** Every queued submission claimed and reported running by `workers` (untimed set-up). */
-async function holdAll(c: Contender, workers: ReferenceWorker[]): Promise<Claimed[][]> {
-  const held: Claimed[][] = workers.map(() => []);
-  await Promise.all(
-    workers.map(async (w, i) => {
-      for (;;) {
-        const got = await w.claim(100);
-        if (got.length === 0) return;
-        if (c.batches)
-          await sendBatch(
+/** Every queued submission claimed and reported running by `workers` (untimed set-up), in batches where it can. */
+function holdAll(c: Contender, workers: ReferenceWorker[]): Promise<Claimed[][]> {
+  return claimAndStartAll(workers, {
+    claim: 100,
+    start: c.batches
+      ? (w, got) =>
+          sendBatch(
             c.post,
             w.workerId,
             got.map((s) => ({ submission_id: s.id, kind: 'running' })),
             100,
-          );
-        else for (const s of got) await expectOk('running', w.running(s.id));
-        held[i].push(...got);
-      }
-    }),
-  );
-  return held;
+          )
+      : undefined,
+  });
 }
 
 /** `complete` for everything held, all workers at once: one call per report, or batches of BATCH. */
