@@ -237,13 +237,10 @@ export class JobGroupsService {
   ): Promise<Map<string, { root: RootState; groups: GroupSettlement[] }>> {
     const asked = [...work].flatMap(([runId, groups]) => [0, ...groups].map((jobGroupId) => ({ runId, jobGroupId })));
     const out = new Map<string, { root: RootState; groups: GroupSettlement[] }>();
+    // Rows come by run, then group: each run's root (always asked) first.
     for (const r of await this.reads.settleInputs(m, asked, ABORT_REASON)) {
-      let run = out.get(r.runId);
-      if (r.jobGroupId === 0) {
-        const root = { counts: r, stopReason: r.stopReason };
-        if (run) run.root = root;
-        else out.set(r.runId, (run = { root, groups: [] }));
-      } else if (!run) out.set(r.runId, (run = { root: { counts: r, stopReason: null }, groups: [] }));
+      if (r.jobGroupId === 0) out.set(r.runId, { root: { counts: r, stopReason: r.stopReason }, groups: [] });
+      const run = required(out.get(r.runId), `the root group of run ${r.runId}`);
       const spareAlwaysRun = !r.aborted;
       run.groups.push({
         jobGroupId: r.jobGroupId,
