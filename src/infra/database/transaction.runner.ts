@@ -4,7 +4,7 @@ import { DataSource, EntityManager, QueryFailedError } from 'typeorm';
 import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
 import { isRetryableConnectionLoss, markRetried } from '../../common/errors/database-unavailable';
 import { MetricsService } from '../metrics/metrics.service';
-import { type AfterCommitHook, takeAfterCommit } from './after-commit';
+import { takeAfterCommit } from './after-commit';
 
 /** SQLSTATEs after which the whole transaction can simply run again. */
 const TRANSIENT = new Set(['40001', '40P01']);
@@ -45,7 +45,7 @@ export class TransactionRunner {
         const result = await (isolation
           ? this.dataSource.transaction(isolation, tracked)
           : this.dataSource.transaction(tracked));
-        if (manager) await this.runAfterCommit(takeAfterCommit(manager));
+        if (manager) for (const hook of takeAfterCommit(manager)) hook();
         return result;
       } catch (err) {
         if (manager) takeAfterCommit(manager);
@@ -68,17 +68,6 @@ export class TransactionRunner {
         }
         if (isRetryableConnectionLoss(err)) markRetried(err);
         throw err;
-      }
-    }
-  }
-
-  /** The committed transaction's hooks, in order; one that fails is logged (the transaction stands). */
-  private async runAfterCommit(hooks: AfterCommitHook[]): Promise<void> {
-    for (const hook of hooks) {
-      try {
-        await hook();
-      } catch (err) {
-        this.logger.warn({ err }, 'an after-commit hook failed');
       }
     }
   }
