@@ -231,23 +231,30 @@ async function completeHeld(c: Contender, workers: ReferenceWorker[], held: Clai
 
 /**
  * The hot row: 8 workers completing jobs of one run against 16 workers each completing jobs of a run of its own
- * (each holding only its own run's submissions), the same number of jobs in all; single-report `complete`.
+ * (each holding only its own run's submissions), the same number of jobs in all; single-report `complete`. Also 8
+ * workers over 8 runs: the same concurrency as the one run, so that the one run's gap to it is the hot row alone
+ * (reports of concurrent requests share transactions, so 16 workers gain from concurrency too).
  */
-async function hotAndSpread(c: Contender): Promise<{ oneRun: number; spread: number }> {
-  const per = Math.max(1, Math.floor(JOBS_PER_LEVEL / 16));
+async function hotAndSpread(c: Contender): Promise<{ oneRun: number; spread: number; spreadEight: number }> {
   // One run: 8 workers share it.
   await chainRun(c, JOBS_PER_LEVEL);
   const eight = Array.from({ length: WORKERS }, (_, i) => new ReferenceWorker(c.post, `hot-${c.label}-${i}`));
   const oneRun = await completeHeld(c, eight, await holdAll(c, eight), false);
-  // 16 runs, one worker each: a worker claims right after its run is submitted, before the next run exists.
-  const sixteen = Array.from({ length: 16 }, (_, i) => new ReferenceWorker(c.post, `spread-${c.label}-${i}`));
+  const spread = await spreadOver(c, 16);
+  const spreadEight = await spreadOver(c, WORKERS);
+  return { oneRun, spread, spreadEight };
+}
+
+/** `n` runs, one worker each, as many jobs in all as one bench run: a worker claims right after its run exists. */
+async function spreadOver(c: Contender, n: number): Promise<number> {
+  const per = Math.max(1, Math.floor(JOBS_PER_LEVEL / n));
+  const workers = Array.from({ length: n }, (_, i) => new ReferenceWorker(c.post, `spread${n}-${c.label}-${i}`));
   const held: Claimed[][] = [];
-  for (const w of sixteen) {
+  for (const w of workers) {
     await chainRun(c, per);
     held.push(...(await holdAll(c, [w])));
   }
-  const spread = await completeHeld(c, sixteen, held, false);
-  return { oneRun, spread };
+  return completeHeld(c, workers, held, false);
 }
 
 function waitsText(cost: PhaseCost): string {
@@ -328,6 +335,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
         const hot = await observed(current, () => hotAndSpread(current));
         push('one run', hot.value.oneRun);
         push('spread', hot.value.spread);
+        push('spread 8', hot.value.spreadEight);
       }
     }
     const med = (k: string) => median(figures.get(k) ?? []);
@@ -357,6 +365,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
       row('complete, single, same sitting (/s)', 'unbatched'),
       row('8 workers, one run (/s)', 'one run', 'spread'),
       row('16 workers, 16 runs (/s)', 'spread'),
+      row('8 workers, 8 runs (/s)', 'spread 8'),
     ];
     printTable(
       'throughput: the worker cycle against servers in their own processes (each round alternated; medians)',
@@ -365,6 +374,8 @@ export async function runThroughput(): Promise<TargetResult[]> {
       [
         `idle claims (empty answers while jobs were queued): ${[...idle].map(([k, n]) => `${k} ${n}`).join(', ')}`,
         `peak resident memory: ${memory}`,
+        `8 workers in one run against 8 in 8 runs (the same concurrency: the hot row alone): ` +
+          fmtRatio(med('one run') / med('spread 8')),
       ],
     );
     const mismatches = await current.server.invariantMismatches();
