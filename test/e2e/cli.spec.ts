@@ -22,10 +22,11 @@ const ADMIN_TOKEN = 'rp_test_admin_token_cli_0123456789abcdef';
 const SLOW = 180_000;
 
 /** Money and ages vary from run to run: masked, and column padding squeezed (the exact tables: cli-output.spec). */
+// Ages (`5s`, `3h`) only as whole words between spaces: a UUID segment such as `-123d-` is not one.
 const squash = (text: string) =>
   text
     .replace(/<?\$[\d.,]+/g, '$C')
-    .replace(/\b\d+[smhd]\b/g, 'T')
+    .replace(/(?<=^| )\d+[smhd](?= |$)/gm, 'T')
     .replace(/ +/g, ' ');
 
 const RUN_FILE = `name: tour-1
