@@ -85,22 +85,37 @@ describe('event feed', () => {
     );
 
   /**
-   * The feed holds `expected`: the events of transitions in their order, and the statuses settled after them
-   * (`run.status`, `group.status`) in theirs, each after the event before it in `expected` (what moved it). A settle
-   * runs after its commit, so under a stream of commits a status may come after later transitions' events too.
+   * The feed holds `expected`: the events of transitions exactly, in their order; and the statuses settled after them
+   * (`run.status`, `group.status`), each run's and each group's in order and ending where `expected` ends, each after
+   * the event before it in `expected` (what moved it). A settle runs after its commit and records what it finds then:
+   * under a stream of commits a status may come after later transitions' events, a status held only between two
+   * commits one settle serves together is never seen, and a run's status may come before its group's.
    */
   const expectSettledOrder = (actual: string[], expected: string[]) => {
     const settled = (line: string) => line.startsWith('run.status') || line.startsWith('group.status');
     expect(actual.filter((l) => !settled(l))).toEqual(expected.filter((l) => !settled(l)));
-    expect(actual.filter(settled)).toEqual(expected.filter(settled));
-    // Where the n-th occurrence of expected[i] is in actual.
+    // Whose status a line records: the run, or one group.
+    const whose = (line: string) => (line.startsWith('run.status') ? 'run' : (/ g\d+$/.exec(line)?.[0] ?? line));
+    // Each recorded status matched, in order, to the expected line it is (greedily: the first one not yet used).
+    const matched = new Map<number, number>(); // index in expected -> index in actual
+    for (const who of new Set(expected.filter(settled).map(whose))) {
+      const mine = (l: string) => settled(l) && whose(l) === who;
+      const want = expected.flatMap((l, i) => (mine(l) ? [i] : []));
+      const got = actual.flatMap((l, k) => (mine(l) ? [k] : []));
+      let j = 0;
+      for (const k of got) {
+        while (j < want.length && expected[want[j]] !== actual[k]) j++;
+        expect(`${actual[k]}: ${j < want.length ? 'in order' : 'not expected here'}`).toBe(`${actual[k]}: in order`);
+        matched.set(want[j++], k);
+      }
+      expect(got.length > 0 && actual[got[got.length - 1]]).toBe(expected[want[want.length - 1]]);
+    }
+    // Where the n-th occurrence of a transition's event is in actual (they are all there, in order).
     const at = (i: number) => {
       const nth = expected.slice(0, i).filter((l) => l === expected[i]).length;
       return actual.flatMap((l, k) => (l === expected[i] ? [k] : []))[nth];
     };
-    expected.forEach((line, i) => {
-      if (i > 0 && settled(line) && !settled(expected[i - 1])) expect(at(i - 1)).toBeLessThan(at(i));
-    });
+    for (const [i, k] of matched) if (i > 0 && !settled(expected[i - 1])) expect(at(i - 1)).toBeLessThan(k);
   };
 
   const namesOf = (run: RunResponse) =>
