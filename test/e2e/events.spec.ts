@@ -325,7 +325,7 @@ describe('event feed', () => {
     const { next: mark } = await readAll({ run_id: run.id });
     await w.execute(failing, ERROR);
     let { items } = await readAll({ run_id: run.id }, mark);
-    expect(lines(items, names)).toEqual([
+    expectSettledOrder(lines(items, names), [
       `job.status running ${names.get(failing.job_id)}#0`,
       'run.status running',
       `job.status failed ${names.get(failing.job_id)}#0 (container_exited_with_error)`,
