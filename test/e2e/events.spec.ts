@@ -125,9 +125,14 @@ describe('event feed', () => {
     // A fresh database: the feed is empty. Run A finishes, then B is submitted (left unfinished), then C.
     const w = makeWorker(t, service, 'w-retention');
     const runA = await makeRun(t, owner, project);
+    // Each step's status settled before the next step (one settle serving two steps would record only the second).
+    const statuses = t.app.get(RunStatusService);
     const [a] = await claimFor(w, runA.id);
-    await w.execute(a, DONE);
-    await t.app.get(RunStatusService).settled(); // A's run.status done is recorded before B exists
+    await statuses.settled();
+    expect((await w.running(a.id)).status).toBe(200);
+    await statuses.settled();
+    expect((await w.complete(a.id, DONE)).status).toBe(200);
+    await statuses.settled(); // A's run.status done is recorded before B exists
     const runB = await makeRun(t, owner, project);
     const runC = await makeRun(t, owner, project);
     await settle();
