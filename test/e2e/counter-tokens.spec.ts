@@ -1,5 +1,6 @@
 import { DONE, ERROR } from '../../bench/reference-worker';
 import { RunStatusService } from '../../src/modules/runs/run-status.service';
+import { feedReadable } from '../support/event-feed';
 import { jobSpec, makeProject, makeRun, type RunResponse } from '../support/factories';
 import { createTestApp, embeddedOnly, TestApp, TestUser, uniqueName } from '../support/test-app';
 import { claimFor, invariants, makeWorker } from '../support/workers';
@@ -24,19 +25,9 @@ describe('spread counters and settled statuses', () => {
   afterAll(() => t.close());
 
   const runUrl = (run: RunResponse) => `/api/v1/projects/${project}/runs/${run.id}`;
-  /**
-   * The run's events of a type, once every transaction that committed before now is readable (the feed reads below
-   * its snapshot's xmin, which other databases' transactions on this server hold back too).
-   */
+  /** The run's events of a type, once the feed can show everything done before now. */
   const events = async (run: RunResponse, type: string) => {
-    // Statuses first: the feed's own wait for them would record their events after the horizon was looked at.
-    await t.app.get(RunStatusService).settled();
-    const [{ x }] = await t.dataSource.query(`SELECT pg_current_xact_id()::text AS x`);
-    for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
-      const [{ h }] = await t.dataSource.query(`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS h`);
-      if (BigInt(h) > BigInt(x)) break;
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await feedReadable(t);
     return (
       await t.http
         .get(`/api/v1/projects/${project}/events`)

@@ -10,6 +10,7 @@ import { ServerTransitionsService } from '../../src/modules/lifecycle/server-tra
 import { RunStatusService } from '../../src/modules/runs/run-status.service';
 import { jobSpec, makeProject, makeRun, RunResponse } from '../support/factories';
 import { DatabaseProxy } from '../support/database-proxy';
+import { feedReadable } from '../support/event-feed';
 import { SseClient } from '../support/sse';
 import { createTestApp, describeRealPostgres, embeddedOnly, TestApp, TestUser } from '../support/test-app';
 import { workerDatabaseUrl } from '../support/test-databases';
@@ -38,26 +39,9 @@ describe('event feed', () => {
 
   const feedUrl = (p = project) => `/api/v1/projects/${p}/events`;
 
-  /**
-   * Waits until every transaction that committed before now is readable (the feed reads below the snapshot's xmin,
-   * and other databases' transactions on this server count too).
-   */
-  const settle = async () => {
-    const [{ x }] = await t.dataSource.query(`SELECT pg_current_xact_id()::text AS x`);
-    for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
-      const [{ h }] = await t.dataSource.query(`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS h`);
-      if (BigInt(h) > BigInt(x)) return;
-      await sleep(10);
-    }
-    throw new Error('a transaction on this PostgreSQL server has held the feed back for 30 s');
-  };
-
   /** Every event of the feed after `cursor`, page by page; and the last next_cursor. */
   const readAll = async (query: Record<string, string> = {}, cursor?: string, limit = 100, p = project) => {
-    // Statuses first: the feed's own wait for them would record their events after settle() looked at the horizon,
-    // and a transaction of another database still open then would hold them back.
-    await t.app.get(RunStatusService).settled();
-    await settle();
+    await feedReadable(t);
     const items: EventJson[] = [];
     let next = cursor;
     for (;;) {
@@ -135,7 +119,7 @@ describe('event feed', () => {
     await statuses.settled(); // A's run.status done is recorded before B exists
     const runB = await makeRun(t, owner, project);
     const runC = await makeRun(t, owner, project);
-    await settle();
+    await feedReadable(t);
     const all = async () =>
       (
         await t.dataSource.query<{ run_id: string; type: string; status: string }[]>(
