@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { WorkerReportsService } from '../../src/modules/lifecycle/worker-reports.service';
 import { WorkerApi } from '../../src/worker/api';
 import { createTestApp, TestApp, TestUser, uniqueName } from '../support/test-app';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
@@ -160,6 +161,38 @@ describe('batched worker reports', () => {
     ).toEqual(['refused', 'accepted']);
     expect(await routeCount('/internal/v1/submissions/reports')).toBe(batches + 3);
     expect(warnings).toEqual([]);
+    expect((await invariants(t, admin)).mismatches).toEqual([]);
+  });
+
+  it("a submission's reports, in calls sent back to back, take effect in the order sent", async () => {
+    // Were a call's transaction to start while an earlier call's transaction holding the same submission is still in
+    // flight, `complete`, alone in its transaction, would lock the submission first, and the heartbeat sent before
+    // it (behind a `running` of another submission in its batch) would find it finished: a stale 409.
+    const reports = t.app.get(WorkerReportsService);
+    const run = await makeRun(t, owner, project, { priority: 70, jobs: [{ spec: jobSpec(), replicas: 24 }] });
+    const workerId = uniqueName('w');
+    const w = makeWorker(t, service, workerId);
+    const claimed = await claimFor(w, run.id, 24);
+    expect(claimed).toHaveLength(24);
+    const [started, waiting] = [claimed.slice(0, 12), claimed.slice(12)];
+    for (const c of started) await w.running(c.id);
+    const principal = { userId: service.id, name: service.name, globalRole: 'service' as const };
+    const body = { worker_id: workerId };
+    const done = { ...body, status: 'done', termination_reason: 'done_by_runner', exit_status: 0 } as const;
+    for (const [k, c] of started.entries()) {
+      const [batched, completed] = await Promise.all([
+        reports.batch(principal, workerId, [
+          { kind: 'running', submissionId: waiting[k].id, body },
+          { kind: 'heartbeat', submissionId: c.id, body },
+        ]),
+        reports.complete(principal, c.id, done),
+      ]);
+      expect(batched.map((o) => o.error?.code ?? null)).toEqual([null, null]);
+      expect(batched[1].answer).toEqual(expect.objectContaining({ cancel_requested: false }));
+      expect(completed).toEqual(expect.objectContaining({ submission_id: c.id, status: 'done' }));
+      expect(await statusOf(c.id)).toEqual({ status: 'done', termination_reason: 'done_by_runner' });
+    }
+    for (const c of waiting) await w.execute(c, { status: 'done', termination_reason: 'done_by_runner' });
     expect((await invariants(t, admin)).mismatches).toEqual([]);
   });
 
