@@ -129,30 +129,40 @@ export class ReferenceWorker {
 }
 
 /**
- * The untimed set-up of a throughput benchmark: every worker claims (`claim` at a time) until the queue is empty and
- * reports each claimed submission running, by default one call each (`start` sends a claim's `running` reports its
- * own way, e.g. as one batch). Returns what each worker holds.
+ * The untimed set-up of a throughput benchmark: every worker claims (`claim` at a time) until the queue is empty, or
+ * it holds `each`, and reports each claimed submission running, by default one call each (`start` sends a claim's
+ * `running` reports its own way, e.g. as one batch). Returns what each worker holds.
+ *
+ * `each` keeps the holds even where workers start at different speeds: a worker that starts its claims in one batch
+ * claims again sooner, and without a cap takes more than its share; the timed phase would then end with that worker
+ * alone, at one request at a time, and measure its tail rather than the workers together.
  */
 export async function claimAndStartAll(
   workers: ReferenceWorker[],
-  { claim = 50, start }: { claim?: number; start?: (w: ReferenceWorker, got: Claimed[]) => Promise<void> } = {},
+  {
+    claim = 50,
+    each = Infinity,
+    start,
+  }: { claim?: number; each?: number; start?: (w: ReferenceWorker, got: Claimed[]) => Promise<void> } = {},
 ): Promise<Claimed[][]> {
   const held: Claimed[][] = workers.map(() => []);
-  await Promise.all(
-    workers.map(async (w, i) => {
-      for (;;) {
-        const got = await w.claim(claim);
-        if (got.length === 0) return;
-        if (start) await start(w, got);
-        else
-          for (const s of got) {
-            const r = await w.running(s.id);
-            if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);
-          }
-        held[i].push(...got);
-      }
-    }),
-  );
+  const fill = async (w: ReferenceWorker, i: number) => {
+    while (held[i].length < each) {
+      const got = await w.claim(Math.min(claim, each - held[i].length));
+      if (got.length === 0) return;
+      if (start) await start(w, got);
+      else
+        for (const s of got) {
+          const r = await w.running(s.id);
+          if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);
+        }
+      held[i].push(...got);
+    }
+  };
+  await Promise.all(workers.map(fill));
+  // A claim may come back empty while the others' claims hold the last rows (they skip locked rows); with a cap,
+  // what those leave must then go to the workers short of it, one worker at a time.
+  if (each !== Infinity) for (const [i, w] of workers.entries()) await fill(w, i);
   return held;
 }
 

@@ -188,20 +188,17 @@ async function wholeCycle(c: Contender, total: number): Promise<{ jobsPerSecond:
   return { jobsPerSecond: total / ((performance.now() - started) / 1000), idleClaims };
 }
 
-/** Every queued submission claimed and reported running by `workers` (untimed set-up), in batches where it can. */
-function holdAll(c: Contender, workers: ReferenceWorker[]): Promise<Claimed[][]> {
-  return claimAndStartAll(workers, {
-    claim: 100,
-    start: c.batches
-      ? (w, got) =>
-          sendBatch(
-            c.post,
-            w.workerId,
-            got.map((s) => ({ submission_id: s.id, kind: 'running' })),
-            100,
-          )
-      : undefined,
-  });
+/**
+ * Every one of the `queued` submissions claimed and reported running by `workers` (untimed set-up), each worker
+ * holding an equal share, with one `running` call a report on every server alike: measured side by side, completions
+ * after batched `running` reports ran ~10 % slower than after single ones, the same build against itself (12
+ * alternated rounds each way), so a set-up that differed between contenders would tilt the timed phase.
+ */
+async function holdAll(c: Contender, workers: ReferenceWorker[], queued: number): Promise<Claimed[][]> {
+  const held = await claimAndStartAll(workers, { claim: 100, each: Math.ceil(queued / workers.length) });
+  const n = held.reduce((sum, h) => sum + h.length, 0);
+  if (n !== queued) throw new Error(`${c.label}: the workers hold ${n} submissions, not the ${queued} queued`);
+  return held;
 }
 
 /** `complete` for everything held, all workers at once: one call per report, or batches of BATCH. */
@@ -239,7 +236,7 @@ async function hotAndSpread(c: Contender): Promise<{ oneRun: number; spread: num
   // One run: 8 workers share it.
   await chainRun(c, JOBS_PER_LEVEL);
   const eight = Array.from({ length: WORKERS }, (_, i) => new ReferenceWorker(c.post, `hot-${c.label}-${i}`));
-  const oneRun = await completeHeld(c, eight, await holdAll(c, eight), false);
+  const oneRun = await completeHeld(c, eight, await holdAll(c, eight, JOBS_PER_LEVEL * 6), false);
   const spread = await spreadOver(c, 16);
   const spreadEight = await spreadOver(c, WORKERS);
   return { oneRun, spread, spreadEight };
@@ -252,7 +249,7 @@ async function spreadOver(c: Contender, n: number): Promise<number> {
   const held: Claimed[][] = [];
   for (const w of workers) {
     await chainRun(c, per);
-    held.push(...(await holdAll(c, [w])));
+    held.push(...(await holdAll(c, [w], per * 6)));
   }
   return completeHeld(c, workers, held, false);
 }
@@ -316,7 +313,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
           { length: WORKERS },
           (_, i) => new ReferenceWorker(c.post, `single-${c.label}-${i}`),
         );
-        const held = await holdAll(c, workers);
+        const held = await holdAll(c, workers, total);
         const single = await observed(c, () => completeHeld(c, workers, held, false));
         push(`complete ${c.label}`, single.value, single.cost);
       }
@@ -325,7 +322,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
           await current.server.vacuum();
           await chainRun(current, JOBS_PER_LEVEL);
           const workers = Array.from({ length: WORKERS }, (_, i) => new ReferenceWorker(current.post, `b-${i}`));
-          const held = await holdAll(current, workers);
+          const held = await holdAll(current, workers, total);
           const got = await observed(current, () => completeHeld(current, workers, held, batched));
           push(batched ? 'batched' : 'unbatched', got.value, got.cost);
         }

@@ -10,7 +10,7 @@ import { workerDatabaseUrl } from '../support/test-databases';
  * applied), never once the work has returned (COMMIT may have reached the server). Backends are killed exactly
  * where each case needs, from a separate admin connection that waits until the backend is gone.
  */
-describeRealPostgres('TransactionRunner and a connection lost mid-transaction (real PostgreSQL)', () => {
+describeRealPostgres('TransactionRunner: its transactions, and a lost connection (real PostgreSQL)', () => {
   let t: TestApp;
   let runner: TransactionRunner;
   let admin: Client;
@@ -80,6 +80,44 @@ describeRealPostgres('TransactionRunner and a connection lost mid-transaction (r
     expect(attempts).toBe(1);
     expect(databaseFailure(err)).toBe('connection_lost');
     expect(await rows('at-commit')).toBe(0);
+  });
+
+  it("holds the work's statements in one transaction, at the isolation level asked for", async () => {
+    const err = await runner
+      .run(async (m) => {
+        await m.query(`INSERT INTO outage_probe (label) VALUES ('first-statement')`);
+        throw new Error('changed my mind');
+      })
+      .catch((e: unknown) => e);
+    expect((err as Error).message).toBe('changed my mind');
+    expect(await rows('first-statement')).toBe(0);
+    const [{ isolation }] = await runner.run(
+      (m) =>
+        m.query(`SELECT current_setting('transaction_isolation') AS isolation`) as Promise<{ isolation: string }[]>,
+      'REPEATABLE READ',
+    );
+    expect(isolation).toBe('repeatable read');
+  });
+
+  it('nests a savepoint in its transaction: an inner failure undoes the inner work, an outer one all', async () => {
+    await runner.run(async (m) => {
+      await m.query(`INSERT INTO outage_probe (label) VALUES ('outer-kept')`);
+      await m
+        .transaction(async (inner) => {
+          await inner.query(`INSERT INTO outage_probe (label) VALUES ('inner-undone')`);
+          throw new Error('inner');
+        })
+        .catch(() => undefined);
+      await m.transaction((inner) => inner.query(`INSERT INTO outage_probe (label) VALUES ('inner-kept')`));
+    });
+    expect([await rows('outer-kept'), await rows('inner-undone'), await rows('inner-kept')]).toEqual([1, 0, 1]);
+    await runner
+      .run(async (m) => {
+        await m.transaction((inner) => inner.query(`INSERT INTO outage_probe (label) VALUES ('released-then-undone')`));
+        throw new Error('outer');
+      })
+      .catch(() => undefined);
+    expect(await rows('released-then-undone')).toBe(0); // releasing the savepoint did not commit the transaction
   });
 
   it('the app keeps serving afterwards', async () => {
