@@ -286,24 +286,28 @@ export class BillingRepository {
   /**
    * Each submission's cost so far (closed usage plus, while open, the time since its last rollup). The ids come as a
    * joined unnest, not `= ANY(...)`: for a page's 4,000 ids the planner estimated `= ANY` element by element, and
-   * planning took longer than running (9–12 ms against 5 ms in all).
+   * planning took longer than running (9–12 ms against 5 ms in all). And they come as one comma-separated text split
+   * in SQL, not a uuid[] parameter: PostgreSQL read a runs page's 4,400 ids as an array literal in ~3 ms, split from
+   * one text in 0.3 ms.
    */
-  submissionCosts(
+  async submissionCosts(
     submissionIds: string[],
     m: EntityManager = this.dataSource.manager,
   ): Promise<{ id: string; cost: string }[]> {
-    if (submissionIds.length === 0) return Promise.resolve([]);
-    return m.query(
+    if (submissionIds.length === 0) return [];
+    return preparedQuery<{ id: string; cost: string }>(
+      m,
+      'billing_submission_costs',
       `SELECT a.submission_id AS id,
               (SUM(sr.quantity * r.rate_usd_per_unit_hour *
                    EXTRACT(EPOCH FROM (CASE WHEN a.closed_at IS NULL THEN GREATEST(now(), a.rolled_up_to)
                                        ELSE a.rolled_up_to END) - a.started_at)) / 3600)::text AS cost
-         FROM unnest($1::uuid[]) AS wanted(id)
+         FROM unnest(string_to_array($1, ',')::uuid[]) AS wanted(id)
          JOIN billing_attempts a ON a.submission_id = wanted.id
          JOIN submission_resources sr ON sr.submission_id = a.submission_id
          JOIN resources r ON r.id = sr.resource_id
         GROUP BY a.submission_id`,
-      [submissionIds],
+      [submissionIds.join(',')],
     );
   }
 
