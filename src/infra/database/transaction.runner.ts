@@ -74,7 +74,7 @@ export class TransactionRunner {
   /**
    * What `DataSource.transaction` does, less one wait: BEGIN goes to the connection's queue and the work's first
    * statement follows it at once, rather than after BEGIN's answer has come back and the event loop has got round to
-   * it (a busy server's loop answers a socket 0.2–1.6 ms late; single-report completions ran 5–6 % faster, 17 of 24
+   * it (a busy server's loop answered a socket 0.45–1.6 ms late; single-report completions ran 5–6 % faster, 17 of 24
    * alternated rounds). pg sends a client's queries one at a time, in the order they were queued, so BEGIN still
    * runs first. TypeORM is told the transaction is open, so a nested `m.transaction` takes a savepoint as it would in
    * one TypeORM started.
