@@ -130,32 +130,25 @@ export class ReferenceWorker {
 
 /**
  * The untimed set-up of a throughput benchmark: every worker claims (`claim` at a time) until the queue is empty, or
- * it holds `each`, and reports each claimed submission running, by default one call each (`start` sends a claim's
- * `running` reports its own way, e.g. as one batch). Returns what each worker holds.
+ * it holds `each`, and reports each claimed submission running, one call each. Returns what each worker holds.
  *
- * `each` keeps the holds even where workers start at different speeds: a worker that starts its claims in one batch
- * claims again sooner, and without a cap takes more than its share; the timed phase would then end with that worker
- * alone, at one request at a time, and measure its tail rather than the workers together.
+ * `each` keeps the holds even where workers start at different speeds: a worker that claims again sooner takes,
+ * without a cap, more than its share; the timed phase would then end with that worker alone, at one request at a
+ * time, and measure its tail rather than the workers together.
  */
 export async function claimAndStartAll(
   workers: ReferenceWorker[],
-  {
-    claim = 50,
-    each = Infinity,
-    start,
-  }: { claim?: number; each?: number; start?: (w: ReferenceWorker, got: Claimed[]) => Promise<void> } = {},
+  { claim = 50, each = Infinity }: { claim?: number; each?: number } = {},
 ): Promise<Claimed[][]> {
   const held: Claimed[][] = workers.map(() => []);
   const fill = async (w: ReferenceWorker, i: number) => {
     while (held[i].length < each) {
       const got = await w.claim(Math.min(claim, each - held[i].length));
       if (got.length === 0) return;
-      if (start) await start(w, got);
-      else
-        for (const s of got) {
-          const r = await w.running(s.id);
-          if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);
-        }
+      for (const s of got) {
+        const r = await w.running(s.id);
+        if (r.status !== 200) throw new Error(`running: ${r.status} ${JSON.stringify(r.body)}`);
+      }
       held[i].push(...got);
     }
   };
