@@ -20,6 +20,7 @@ import { AddHasDependentsToJobs1766361600000 } from './1766361600000-AddHasDepen
 import { AddPendingToJobGroupCounters1766448000000 } from './1766448000000-AddPendingToJobGroupCounters';
 import { CountPendingJobsInEveryGroup1766534400000 } from './1766534400000-CountPendingJobsInEveryGroup';
 import { ShardJobGroupCounters1766620800000 } from './1766620800000-ShardJobGroupCounters';
+import { LeaveRoomInJobPages1766707200000 } from './1766707200000-LeaveRoomInJobPages';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -45,4 +46,5 @@ export const MIGRATIONS = [
   AddPendingToJobGroupCounters1766448000000,
   CountPendingJobsInEveryGroup1766534400000,
   ShardJobGroupCounters1766620800000,
+  LeaveRoomInJobPages1766707200000,
 ];
