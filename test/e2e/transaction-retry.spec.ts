@@ -1,6 +1,7 @@
-import { Client } from 'pg';
-import type { EntityManager } from 'typeorm';
+import { Client, type PoolClient } from 'pg';
+import { type EntityManager, QueryFailedError, type QueryRunner } from 'typeorm';
 import { databaseFailure } from '../../src/common/errors/database-unavailable';
+import { preparedQuery } from '../../src/infra/database/prepared';
 import { TransactionRunner } from '../../src/infra/database/transaction.runner';
 import { createTestApp, describeRealPostgres, TestApp } from '../support/test-app';
 import { workerDatabaseUrl } from '../support/test-databases';
@@ -118,6 +119,35 @@ describeRealPostgres('TransactionRunner: its transactions, and a lost connection
       })
       .catch(() => undefined);
     expect(await rows('released-then-undone')).toBe(0); // releasing the savepoint did not commit the transaction
+  });
+
+  it('pipelines: preparedQuery queues its statement before returning; statements run in the order queued', async () => {
+    const order = await runner.run(async (m) => {
+      const client = (await (m.queryRunner as QueryRunner).connect()) as PoolClient;
+      expect((client as PoolClient & { pipeline: boolean }).pipeline).toBe(true); // a real server: data-source-options
+      await m.query('CREATE TEMP SEQUENCE queued_order');
+      // Nothing awaited between the two: had preparedQuery waited before queuing, the second would run first.
+      const first = preparedQuery<{ n: string }>(m, 'test_queued_first', `SELECT nextval('queued_order') AS n`, []);
+      const second = client.query<{ n: string }>(`SELECT nextval('queued_order') AS n`);
+      const ns = [(await first)[0].n, (await second).rows[0].n];
+      await m.query('DROP SEQUENCE queued_order');
+      return ns;
+    });
+    expect(order).toEqual(['1', '2']);
+  });
+
+  it('a statement queued behind a failed one fails too, and the transaction changes nothing', async () => {
+    const err = await runner
+      .run(async (m) => {
+        const failing = preparedQuery(m, 'test_queued_failing', 'SELECT 1 / $1::int AS n', [0]);
+        failing.catch(() => undefined);
+        const behind = preparedQuery(m, 'test_queued_behind', `INSERT INTO outage_probe (label) VALUES ('behind')`, []);
+        await behind.catch(() => undefined);
+        return failing;
+      })
+      .catch((e: unknown) => e);
+    expect(((err as QueryFailedError).driverError as { code?: string }).code).toBe('22012'); // division by zero
+    expect(await rows('behind')).toBe(0);
   });
 
   it('the app keeps serving afterwards', async () => {

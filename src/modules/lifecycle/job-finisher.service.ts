@@ -69,12 +69,29 @@ export class JobFinisher {
       m,
       items.map((i) => ({ s: i.submission, status: i.status, reason: i.reason })),
     );
-    await this.billing.closeAttempts(
+    // Queued, not awaited: nothing below reads what billing writes, and its locks come before any below
+    // (LOCK_ORDER), which a connection's statements keep by running in the order queued. On a pipelining
+    // connection (data-source-options) billing's statement and the counting's then travel in one round trip.
+    const closed = this.billing.closeAttempts(
       m,
       items.map((i) => i.submission.id),
       atLastRollup,
       rider,
     );
+    closed.catch(() => undefined); // awaited below: this only keeps a failure from counting as unhandled meanwhile
+    try {
+      const answers = await this.retryOrCount(m, items);
+      await closed;
+      return answers;
+    } catch (err) {
+      // A statement queued behind a failed one fails as "transaction aborted": billing's error is the cause.
+      await closed;
+      throw err;
+    }
+  }
+
+  /** finishAll's steps after billing: each job retried under its run's policy, or its final outcome counted. */
+  private async retryOrCount(m: EntityManager, items: readonly FinishItem[]): Promise<CompleteResult[]> {
     const policies = await this.policiesOf(
       m,
       items.filter((i) => isRetryableStatus(i.status)),
