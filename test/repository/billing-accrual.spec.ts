@@ -290,6 +290,52 @@ describe('BillingRepository: insertAttempts, accrue and close', () => {
     });
   });
 
+  describeRealPostgres('what an accrual reads (real PostgreSQL)', () => {
+    const all = Array.from({ length: 6000 }, () => attempt());
+    const ids = all.map((a) => a.submissionId);
+    const setClosed = (m: EntityManager, of: string[], closed: boolean) =>
+      m.query(
+        `UPDATE billing_attempts SET closed_at = CASE WHEN $2 THEN rolled_up_to END
+          WHERE submission_id = ANY($1::uuid[])`,
+        [of, closed],
+      );
+    // Statistics (and the index) as a quiet spell leaves them: every attempt ever made closed, vacuumed, analyzed.
+    beforeAll(async () => {
+      await ds.transaction(async (m) => {
+        await repo.insertAttempts(m, all);
+        await setClosed(m, ids, true);
+      });
+      await ds.query('VACUUM ANALYZE billing_attempts');
+    });
+    afterAll(async () => {
+      await ds.query('DELETE FROM submission_resources WHERE submission_id = ANY($1::uuid[])', [ids]);
+      await ds.query('DELETE FROM billing_attempts WHERE submission_id = ANY($1::uuid[])', [ids]);
+    });
+
+    it('closing attempts reads their own rows by key, however many attempts are open', async () => {
+      await inRolledBackTransaction(ds, async (m) => {
+        // Then a fleet starts 2,000 before the next ANALYZE: on those statistics the open attempts' index looks
+        // like the way to find the two a transaction closes.
+        const open = ids.slice(0, 2000);
+        await setClosed(m, open, false);
+        const closing = open.slice(0, 2);
+        for (const id of closing) await startedAgo(m, id, 60);
+        const read = async () =>
+          (
+            await m.query(
+              `SELECT pg_stat_get_xact_tuples_returned('idx_billing_attempts_project_id_open'::regclass)::int AS open,
+                      pg_stat_get_xact_tuples_returned('pk_billing_attempts'::regclass)::int AS key`,
+            )
+          )[0] as { open: number; key: number };
+        const before = await read();
+        expect(await repo.accrue(m, closing, true, true, 0)).toBe(true);
+        const after = await read();
+        expect(after.open - before.open).toBe(0); // not the 2,000 open attempts' entries to keep two
+        expect(after.key - before.key).toBeLessThanOrEqual(8 * closing.length); // a few lookups each (5 here)
+      });
+    });
+  });
+
   describeRealPostgres('concurrent accruals (real PostgreSQL)', () => {
     let observer: Client;
     beforeAll(async () => {
