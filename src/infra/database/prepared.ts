@@ -13,8 +13,9 @@ import { EntityManager, QueryFailedError } from 'typeorm';
 export async function preparedQuery<T>(m: EntityManager, name: string, text: string, values: unknown[]): Promise<T[]> {
   // Outside a transaction (the data source's own manager), a pooled connection for this one statement.
   const runner = m.queryRunner ?? m.connection.createQueryRunner();
-  // On a transaction's connection the statement is queued before this returns (no await first), so a caller may
-  // queue the next behind it without waiting for its answer, in a known order (JobFinisher).
+  // On a transaction's connection the statement is queued before this returns (no await first: TypeORM's own
+  // field, which connect() would answer only a tick later), so a caller may queue the next behind it without waiting
+  // for its answer, in a known order (JobFinisher).
   const connected = (runner as { databaseConnection?: PoolClient }).databaseConnection;
   const client = connected ?? ((await runner.connect()) as PoolClient);
   const named = (m.connection.options.extra as { namedStatements?: boolean } | undefined)?.namedStatements !== false;
