@@ -18,6 +18,8 @@ export interface ConnectionSettings {
 
 /** The one place TypeORM's options are built, for the app, the CLI and the tests alike. */
 export function dataSourceOptions(settings: ConnectionSettings): DataSourceOptions {
+  // A session of its own for each connection, whose statements it can name and pipeline.
+  const ownSessions = !settings.embedded && settings.namedStatements !== false;
   return {
     type: 'postgres',
     url: settings.url,
@@ -46,14 +48,14 @@ export function dataSourceOptions(settings: ConnectionSettings): DataSourceOptio
       // Read by preparedQuery: the embedded database is one session shared by every client connection, so a
       // statement name one connection prepared would clash on the next; there, statements stay unnamed. So behind a
       // transaction pooler that hands each transaction any server connection (DATABASE_NAMED_STATEMENTS=false).
-      namedStatements: !settings.embedded && settings.namedStatements !== false,
+      namedStatements: ownSessions,
       // pg writes each query as soon as it is queued rather than after the previous one's answer: a transaction's
       // statements queued together (BEGIN and the first; a finish's billing and counting: JobFinisher) reach the
       // server in one round trip, and it runs the next while this process is still busy with others' requests
       // (single-report completions 1.04× alone, 1.14× with the finisher's pair; alternated rounds, README). Not on
       // the embedded database (one session, served message by message), nor behind a transaction pooler
       // (DATABASE_NAMED_STATEMENTS=false): Debian's PgBouncer 1.18 predates its support for pipelined statements.
-      pipeline: !settings.embedded && settings.namedStatements !== false,
+      pipeline: ownSessions,
       // Read by runMigrationsLocked: the embedded database's one connection holds the lock and runs the migrations.
       embedded: settings.embedded,
       Client: ListenedClient,
