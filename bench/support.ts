@@ -1,12 +1,13 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Agent, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Client, Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { AppModule } from '../src/app.module';
+import { createHttpAdapter } from '../src/common/http/http-adapter';
 import { configureApp } from '../src/configure-app';
 import { dataSourceOptions } from '../src/infra/database/data-source-options';
 import { runMigrationsLocked } from '../src/infra/database/migrations-runner';
@@ -114,7 +115,7 @@ export interface HttpResult<T = unknown> {
 
 export class BenchEnv {
   /** Set by createBenchEnv. */
-  app!: NestExpressApplication;
+  app!: NestFastifyApplication;
   baseUrl!: string;
   token!: string;
   adminName!: string;
@@ -238,7 +239,10 @@ export async function createBenchEnv(suite: string): Promise<BenchEnv> {
   process.env.DATABASE_URL = url;
   process.env.LOG_LEVEL = 'silent';
   process.env.RUNPLANE_BACKGROUND_LOOPS = 'false';
-  const app = await NestFactory.create<NestExpressApplication>(AppModule, { logger: false });
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule, createHttpAdapter(), {
+    logger: false,
+    bodyParser: false,
+  });
   const closeApp: Cleanup = () => app.close();
   cleanups.add(closeApp);
   configureApp(app);

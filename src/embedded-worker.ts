@@ -1,4 +1,4 @@
-import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { createHash } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
@@ -30,7 +30,7 @@ export function ownUrl(address: AddressInfo): string {
  * capacity. Its service account (named after it: `embedded-<hash of host and work dir>`, also its worker id) gets a
  * new token at each start; the secret lives only in this process's memory and the previous one is revoked.
  */
-export async function startEmbeddedWorker(app: NestExpressApplication, env: Env): Promise<Worker> {
+export async function startEmbeddedWorker(app: NestFastifyApplication, env: Env): Promise<Worker> {
   const workDir = embeddedWorkDir(env);
   const workerId = `embedded-${createHash('sha256').update(`${hostname()}\n${workDir}`).digest('hex').slice(0, 12)}`;
   // The lock first: a second server sharing this work dir must not revoke the first one's token.

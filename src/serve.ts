@@ -1,9 +1,10 @@
 import 'reflect-metadata';
 import type { Server } from 'node:http';
 import { NestFactory } from '@nestjs/core';
-import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { AppModule } from './app.module';
 import { configureApp } from './configure-app';
+import { createHttpAdapter } from './common/http/http-adapter';
 import { Env, parseEnv } from './config/env';
 import { UsersService } from './modules/users/users.service';
 import { startEmbeddedWorker } from './embedded-worker';
@@ -13,11 +14,12 @@ import type { Worker } from './worker/worker';
  * Starts the HTTP server: config checked first, migrations applied, first admin created on an empty database; then
  * the embedded worker, unless RUNPLANE_EMBEDDED_WORKER=false.
  */
-export async function serve(): Promise<NestExpressApplication> {
+export async function serve(): Promise<NestFastifyApplication> {
   const env = parseEnv(process.env); // fail on bad config before touching any database
   // A failed start is one line on stderr (see startup-failure.ts), not Nest's log of the start-up and a stack:
   // errors come back to the caller, and the start-up's logs, buffered until the server listens, are dropped.
-  const app = await NestFactory.create<NestExpressApplication>(AppModule, {
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule, createHttpAdapter(), {
+    bodyParser: false,
     bufferLogs: true,
     autoFlushLogs: false,
     abortOnError: false,
@@ -68,7 +70,7 @@ export async function serve(): Promise<NestExpressApplication> {
  * app closes: followers' event streams end, the requests in flight finish (the pool closes only after them), for at
  * most `graceMs`, after which open connections are cut; then the process exits 0.
  */
-function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker }, graceMs: number): void {
+function closeOnSignals(app: NestFastifyApplication, embedded: { worker?: Worker }, graceMs: number): void {
   let closing = false;
   const shutdown = (signal: NodeJS.Signals) => {
     if (closing) return;
@@ -92,7 +94,7 @@ function closeOnSignals(app: NestExpressApplication, embedded: { worker?: Worker
 }
 
 /** Stops listening, then closes the app (which waits for every connection to end), cutting them after `graceMs`. */
-async function closeDraining(app: NestExpressApplication, graceMs: number): Promise<void> {
+async function closeDraining(app: NestFastifyApplication, graceMs: number): Promise<void> {
   const server = app.getHttpServer() as Server;
   if (server.listening) server.close(); // the app's close below waits for the connections to end
   // Keep-alive connections are closed as they fall idle, so that they do not hold the close up.

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { jobSpec, makeProject, makeRun } from '../support/factories';
 import { expectFieldError, rowCounts } from '../support/input-errors';
 import { createTestApp, TestApp, TestUser } from '../support/test-app';
@@ -234,6 +235,34 @@ describe('input guard: unstorable text, depth, prototype-named keys', () => {
         expectFieldError(await t.http.get(`${runs}?${key}=1`).set(owner.auth), 400, 'VALIDATION_FAILED', key);
         expectFieldError(await t.http.get(`/api/v1/projects?${key}=1`).set(owner.auth), 400, 'VALIDATION_FAILED', key);
       }
+    });
+  });
+
+  describe('a compressed body', () => {
+    it('gzip, deflate and br bodies are read inflated; one that does not inflate → 400 naming body', async () => {
+      const send = (encoding: string, body: Buffer) =>
+        t.http
+          .post('/api/v1/projects')
+          .set(owner.auth)
+          .set('Content-Type', 'application/json')
+          .set('Content-Encoding', encoding)
+          // As bytes: superagent would otherwise write a Buffer as JSON.
+          .serialize((b: Buffer) => b as unknown as string)
+          .send(body);
+      const json = (name: string) => Buffer.from(JSON.stringify({ name }));
+      for (const [encoding, pack] of [
+        ['gzip', gzipSync],
+        ['deflate', deflateSync],
+        ['br', brotliCompressSync],
+      ] as const) {
+        const name = `packed-${encoding}-${randomUUID().slice(0, 8)}`;
+        expect((await send(encoding, pack(json(name))).expect(201)).body.name).toBe(name);
+      }
+      const before = await rowCounts(t);
+      const broken = await send('gzip', json('not-gzip'));
+      expectFieldError(broken, 400, 'VALIDATION_FAILED', 'body');
+      expect(broken.body.message).toBe('body could not be read');
+      expect(await rowCounts(t)).toEqual(before);
     });
   });
 

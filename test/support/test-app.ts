@@ -1,5 +1,5 @@
 import type { INestApplication } from '@nestjs/common';
-import type { NestExpressApplication } from '@nestjs/platform-express';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { randomBytes } from 'node:crypto';
 import request from 'supertest';
@@ -7,6 +7,7 @@ import type TestAgent from 'supertest/lib/agent';
 import { DataSource } from 'typeorm';
 import { AppModule } from '../../src/app.module';
 import { configureApp } from '../../src/configure-app';
+import { createHttpAdapter } from '../../src/common/http/http-adapter';
 import type { GlobalRole } from '../../src/common/auth/principal';
 import { UsersService } from '../../src/modules/users/users.service';
 import { appDatabaseEnv, OwnDatabase, workerDatabaseUrl } from './test-databases';
@@ -47,9 +48,13 @@ export async function createTestApp(
   process.env.DATABASE_EMBEDDED = embeddedOnly ? 'true' : 'false';
   Object.assign(process.env, env);
   const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile();
-  const app = moduleRef.createNestApplication<NestExpressApplication>({ logger: false });
+  const app = moduleRef.createNestApplication<NestFastifyApplication>(createHttpAdapter(), {
+    logger: false,
+    bodyParser: false,
+  });
   configureApp(app);
   await app.init();
+  await app.getHttpAdapter().getInstance().ready();
   const users = app.get(UsersService);
   return {
     app,

@@ -66,15 +66,23 @@ describe('the error filter on database trouble', () => {
   beforeAll(() => Logger.overrideLogger(false)); // the filter logs each; not wanted in the test output
   const respond = (exception: unknown) => {
     const sent: { status?: number; body?: unknown; headers: Record<string, string> } = { headers: {} };
+    // What the filter uses of Fastify's reply.
     const res = {
-      headersSent: false,
+      sent: false,
+      raw: { headersSent: false },
       getHeader: (k: string) => sent.headers[k.toLowerCase()],
-      setHeader: (k: string, v: string) => (sent.headers[k.toLowerCase()] = v),
+      header(k: string, v: string) {
+        sent.headers[k.toLowerCase()] = v;
+        return this;
+      },
       status(s: number) {
         sent.status = s;
         return this;
       },
-      json: (b: unknown) => (sent.body = b),
+      send(b: unknown) {
+        sent.body = b;
+        return this;
+      },
     };
     const host = { switchToHttp: () => ({ getResponse: () => res, getRequest: () => ({ url: '/x' }) }) };
     new ApiExceptionFilter().catch(exception, host as never);

@@ -1,5 +1,5 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { QueryFailedError } from 'typeorm';
 import { databaseFailure } from './database-unavailable';
 import { DomainError, ErrorCode } from './domain-error';
@@ -39,19 +39,22 @@ export class ApiExceptionFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const ctx = host.switchToHttp();
-    const res = ctx.getResponse<Response>();
-    const req = ctx.getRequest<Request>();
-    const body = this.toBody(exception, req);
-    if (res.headersSent) return;
-    if (body.status_code === 503 && !res.getHeader('Retry-After')) res.setHeader('Retry-After', RETRY_AFTER_SECONDS);
-    res.status(body.status_code).json(body);
+    this.reply(exception, ctx.getRequest<FastifyRequest>(), ctx.getResponse<FastifyReply>());
   }
 
-  private toBody(exception: unknown, req: Request): ErrorBody {
+  /** Answers with the error's body; also Fastify's error handler, for what fails before a route (body parsing). */
+  reply(exception: unknown, req: { url: string }, res: FastifyReply): void {
+    const body = this.toBody(exception, req);
+    if (res.sent || res.raw.headersSent) return;
+    if (body.status_code === 503 && !res.getHeader('Retry-After')) void res.header('Retry-After', RETRY_AFTER_SECONDS);
+    void res.status(body.status_code).send(body);
+  }
+
+  private toBody(exception: unknown, req: { url: string }): ErrorBody {
     if (exception instanceof DomainError)
       return shape(exception.status, exception.code, exception.message, exception.details);
     if (exception instanceof HttpException) return fromHttpException(exception);
-    // Body parsers Nest registers after configureApp's error middleware (see raw-request.ts) land here.
+    // The body parser's errors (raw-request.ts).
     const parserError = bodyParserError(exception);
     if (parserError) return shape(parserError.status, parserError.code, parserError.message, parserError.details);
     const failure = databaseFailure(exception);

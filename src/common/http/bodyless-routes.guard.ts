@@ -1,7 +1,7 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { ROUTE_ARGS_METADATA } from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
-import type { Request } from 'express';
+import type { FastifyRequest } from 'fastify';
 import { DomainError } from '../errors/domain-error';
 
 /** Whether a handler reads the body (has a `@Body()` parameter), from the metadata Nest's decorators leave. */
@@ -29,12 +29,12 @@ export class BodylessRoutesGuard implements CanActivate {
       reads = takesBody(context.getClass(), handler.name);
       this.cache.set(handler, reads);
     }
-    if (!reads) refuseBody(context.switchToHttp().getRequest<Request>());
+    if (!reads) refuseBody(context.switchToHttp().getRequest<FastifyRequest>());
     return true;
   }
 }
 
-function refuseBody(req: Request): void {
+function refuseBody(req: FastifyRequest): void {
   const body: unknown = req.body;
   if (body !== undefined) {
     // Parsed (JSON or a form): judged by its content.

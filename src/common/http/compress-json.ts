@@ -1,5 +1,5 @@
 import compression from 'compression';
-import type { RequestHandler, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { constants } from 'node:zlib';
 
 /**
@@ -27,20 +27,29 @@ const SMALL_ANSWERS = /^\/internal\/v1\/submissions\/[^/]+\/(running|heartbeat|c
  * wrapping a response costs its set-up even when nothing is compressed (about 7 % of the server's CPU on a
  * worker's `complete`).
  */
-export function compressJson(): RequestHandler {
+export function compressJson() {
   const compress = compression({
     threshold: COMPRESS_THRESHOLD_BYTES,
     level: GZIP_LEVEL,
     brotli: { params: { [constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY } },
-    filter: (_req, res: Response) => COMPRESSED_TYPES.test(String(res.getHeader('Content-Type') ?? '')),
+    filter: (_req, res) => COMPRESSED_TYPES.test(String(res.getHeader('Content-Type') ?? '')),
   });
-  return (req, res, next) => {
-    if (SMALL_ANSWERS.test(req.path)) return next();
+  return (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => {
+    if (SMALL_ANSWERS.test(pathOf(req))) return next();
     if (!ACCEPTS_COMPRESSION.test(String(req.headers['accept-encoding'] ?? ''))) {
       // The answer depends on the header all the same (a cache must not hand this one to a client that accepts).
-      res.vary('Accept-Encoding');
+      varyOnAcceptEncoding(res);
       return next();
     }
-    return compress(req, res, next);
+    return compress(req as Parameters<typeof compress>[0], res as Parameters<typeof compress>[1], next);
   };
+}
+
+/** A request's path, without its query. */
+export const pathOf = (req: IncomingMessage): string => (req.url ?? '/').split('?', 1)[0];
+
+function varyOnAcceptEncoding(res: ServerResponse): void {
+  const vary = res.getHeader('Vary');
+  if (vary === undefined) res.setHeader('Vary', 'Accept-Encoding');
+  else if (!/\baccept-encoding\b/i.test(String(vary))) res.setHeader('Vary', `${String(vary)}, Accept-Encoding`);
 }

@@ -1,5 +1,4 @@
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { Server } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { DomainError } from '../errors/domain-error';
 import { unstorableText } from '../validation/input-guard';
@@ -9,23 +8,27 @@ import { unstorableText } from '../validation/input-guard';
  * that decodes to NUL. 404 with the error shape before any routing, so neither the router (400 without a field)
  * nor a query (NUL is a 500 from PostgreSQL) meets it.
  */
-export function pathTextGuard(): RequestHandler {
-  return (req: Request, _res: Response, next: NextFunction) => {
-    if (!req.url.includes('%')) return next(); // nothing encoded: every segment is plain text (the common case)
-    const segments = req.path.split('/');
-    for (let i = 1; i < segments.length; i++) {
-      if (!segments[i].includes('%')) continue;
-      let decoded: string;
-      try {
-        decoded = decodeURIComponent(segments[i]);
-      } catch {
-        return next(unnamedPath(i, 'is not percent-encoded UTF-8'));
-      }
-      const why = unstorableText(decoded);
-      if (why) return next(unnamedPath(i, why));
+export function pathTextGuard() {
+  return (req: IncomingMessage, _res: ServerResponse, next: (err?: unknown) => void) => next(unnamedPathError(req.url));
+}
+
+/** Why no route can name this URL's path (see pathTextGuard), or undefined when it is plain text. */
+export function unnamedPathError(url = '/'): DomainError | undefined {
+  if (!url.includes('%')) return undefined; // nothing encoded: every segment is plain text (the common case)
+  const query = url.indexOf('?');
+  const segments = (query < 0 ? url : url.slice(0, query)).split('/');
+  for (let i = 1; i < segments.length; i++) {
+    if (!segments[i].includes('%')) continue;
+    let decoded: string;
+    try {
+      decoded = decodeURIComponent(segments[i]);
+    } catch {
+      return unnamedPath(i, 'is not percent-encoded UTF-8');
     }
-    next();
-  };
+    const why = unstorableText(decoded);
+    if (why) return unnamedPath(i, why);
+  }
+  return undefined;
 }
 
 const unnamedPath = (segment: number, why: string) =>
@@ -34,30 +37,21 @@ const unnamedPath = (segment: number, why: string) =>
   ]);
 
 /**
- * Body-parser's errors (http-errors with a `type`) as API errors naming `body`. Nest would turn the parser's
- * SyntaxError into a 400 whose message quotes the parser, and answer 415s (unknown charset or encoding) with 500.
+ * What reading a body met before a parser could judge it, as an API error naming `body`: Fastify's (a body over the
+ * limit, a Content-Length that does not match) and zlib's (a compressed body that does not inflate). The parsers'
+ * own refusals (body-parsers.ts) are domain errors already.
  */
 export function bodyParserError(err: unknown): DomainError | undefined {
-  const e = err as { type?: unknown; status?: unknown; message?: unknown } | null;
-  if (!e || typeof e.type !== 'string' || typeof e.status !== 'number' || e.status < 400 || e.status >= 500)
-    return undefined;
-  const named = (code: ConstructorParameters<typeof DomainError>[0], message: string) =>
-    new DomainError(code, `body ${message}`, [{ field: 'body', message }]);
-  if (e.status === 413)
-    return named('PAYLOAD_TOO_LARGE', e.type === 'parameters.too.many' ? 'has too many parameters' : 'is too large');
-  if (e.status === 415)
-    return named(
-      'UNSUPPORTED_MEDIA_TYPE',
-      `has an unsupported ${e.type === 'charset.unsupported' ? 'charset' : 'content encoding'}`,
-    );
-  if (e.type === 'entity.parse.failed') return named('VALIDATION_FAILED', 'is not valid JSON');
-  return named('VALIDATION_FAILED', 'could not be read');
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return undefined;
+  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE') return named('PAYLOAD_TOO_LARGE', 'is too large');
+  if (code.startsWith('FST_ERR_CTP_') || code.startsWith('Z_') || code.includes('BROTLI'))
+    return named('VALIDATION_FAILED', 'could not be read');
+  return undefined;
 }
 
-/** Express error middleware placed right after the body parsers. */
-export function bodyParserErrors() {
-  return (err: unknown, _req: Request, _res: Response, next: NextFunction) => next(bodyParserError(err) ?? err);
-}
+const named = (code: ConstructorParameters<typeof DomainError>[0], message: string) =>
+  new DomainError(code, `body ${message}`, [{ field: 'body', message }]);
 
 /** What Node's HTTP parser refused, as the status Node itself would send. */
 function clientErrorStatus(code: string | undefined): {
@@ -110,33 +104,32 @@ const REASONS: Record<number, string> = {
 };
 
 /**
- * Requests Node's HTTP parser refuses never reach Express; without a listener Node answers them with an empty
- * body (a 100 KB cursor got a bare 431). This answers them with the error shape, then closes the connection as Node
- * does (the rest of the request can't be framed).
+ * Requests Node's HTTP parser refuses never reach the router; left to Node (or Fastify) they are answered with an
+ * empty or foreign body (a 100 KB cursor got a bare 431). This answers them with the error shape, then closes the
+ * connection as Node does (the rest of the request can't be framed).
  */
-export function answerClientErrors(server: Server): void {
-  server.on('clientError', (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: Socket) => {
-    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-    if (err.code !== 'ECONNRESET' && socket.writable && !inFlight?.headersSent) {
-      const { status, code } = clientErrorStatus(err.code);
-      const field = status === 431 ? overflowingField(err.rawPacket) : 'request';
-      const message =
-        status === 431
-          ? `${field} makes the request line and headers too large`
-          : status === 408
-            ? 'the request was not received in time'
-            : 'the request is not valid HTTP/1.1';
-      const body = JSON.stringify({
-        status_code: status,
-        code,
-        message,
-        details: [{ field, message: status === 431 ? 'is too large' : 'is malformed' }],
-      });
-      socket.write(
-        `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-      );
-    }
-    socket.destroy();
-  });
+export function answerClientError(error: Error, socket: Socket): void {
+  const err = error as NodeJS.ErrnoException & { rawPacket?: Buffer };
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (err.code !== 'ECONNRESET' && socket.writable && !inFlight?.headersSent) {
+    const { status, code } = clientErrorStatus(err.code);
+    const field = status === 431 ? overflowingField(err.rawPacket) : 'request';
+    const message =
+      status === 431
+        ? `${field} makes the request line and headers too large`
+        : status === 408
+          ? 'the request was not received in time'
+          : 'the request is not valid HTTP/1.1';
+    const body = JSON.stringify({
+      status_code: status,
+      code,
+      message,
+      details: [{ field, message: status === 431 ? 'is too large' : 'is malformed' }],
+    });
+    socket.write(
+      `HTTP/1.1 ${status} ${REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

@@ -1,11 +1,40 @@
-import type { Request, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** A comment line this often keeps proxies and load balancers from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;
 
 /** Whether a GET asks for Server-Sent Events (`Accept: text/event-stream`). */
-export const acceptsEventStream = (req: Request): boolean =>
+export const acceptsEventStream = (req: IncomingMessage): boolean =>
   (req.headers.accept ?? '').toLowerCase().includes('text/event-stream');
+
+/**
+ * The first of `offered` media types the Accept header prefers (quality, then how specific its range is, then its
+ * place in the header, then the order offered), as HTTP content negotiation has it; the first offered when the header
+ * is absent, undefined when it refuses all of them.
+ */
+export function preferredType(accept: string | undefined, offered: readonly string[]): string | undefined {
+  if (!accept) return offered[0];
+  const ranges = accept.split(',').flatMap((part, index) => {
+    const [range, ...params] = part.trim().toLowerCase().split(';');
+    const [type, subtype] = range.trim().split('/');
+    if (!type || !subtype) return [];
+    const q = params.map((p) => /^\s*q\s*=\s*([0-9.]+)\s*$/.exec(p)).find(Boolean);
+    return [{ type, subtype, q: q ? Number(q[1]) : 1, index }];
+  });
+  const scored = offered.flatMap((media, order) => {
+    const [type, subtype] = media.toLowerCase().split('/');
+    let best: { q: number; specificity: number; index: number } | undefined;
+    for (const r of ranges) {
+      const exact = r.type === type && r.subtype === subtype;
+      const specificity = exact ? 2 : r.type === type && r.subtype === '*' ? 1 : r.type === '*' ? 0 : -1;
+      if (specificity < 0) continue;
+      if (!best || specificity > best.specificity) best = { q: r.q, specificity, index: r.index };
+    }
+    return best && best.q > 0 ? [{ media, order, ...best }] : [];
+  });
+  scored.sort((a, b) => b.q - a.q || b.specificity - a.specificity || a.index - b.index || a.order - b.order);
+  return scored[0]?.media;
+}
 
 /**
  * A Server-Sent Events response: headers sent at once, events written with backpressure (a slow reader pauses the
@@ -17,10 +46,10 @@ export class SseStream {
   private readonly heartbeat: NodeJS.Timeout;
 
   constructor(
-    private readonly res: Response,
+    private readonly res: ServerResponse,
     retryMs = 1000,
   ) {
-    res.status(200);
+    res.statusCode = 200;
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     res.setHeader('Cache-Control', 'no-cache, no-transform');
     res.setHeader('Connection', 'keep-alive');

@@ -1,10 +1,10 @@
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
-import type { Request } from 'express';
+import type { FastifyRequest } from 'fastify';
 import { DomainError } from '../errors/domain-error';
 
 /** The `Idempotency-Key` header, checked: 1-255 visible ASCII characters. */
 export const IdempotencyKey = createParamDecorator((_: unknown, ctx: ExecutionContext): string | undefined => {
-  const value = ctx.switchToHttp().getRequest<Request>().headers['idempotency-key'];
+  const value = ctx.switchToHttp().getRequest<FastifyRequest>().headers['idempotency-key'];
   if (value === undefined) return undefined;
   if (typeof value !== 'string' || !/^[\x21-\x7e]{1,255}$/.test(value)) {
     throw new DomainError('VALIDATION_FAILED', 'Idempotency-Key must be 1-255 visible ASCII characters', [

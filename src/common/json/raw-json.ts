@@ -1,6 +1,6 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor, StreamableFile } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
 import { map, Observable } from 'rxjs';
 
 /**
@@ -129,8 +129,8 @@ export class RawJsonInterceptor implements NestInterceptor {
         // Reused only after the whole body was handed to the OS; a response cut short leaves its buffer to the GC.
         context
           .switchToHttp()
-          .getResponse<ServerResponse>()
-          .once('finish', () => responseBuffers.release(json));
+          .getResponse<FastifyReply>()
+          .raw.once('finish', () => responseBuffers.release(json));
         return new StreamableFile(json, { type: 'application/json; charset=utf-8', length: json.length });
       }),
     );

@@ -1,5 +1,5 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
-import type { Request } from 'express';
+import type { FastifyRequest } from 'fastify';
 import { catchError, defer, Observable, throwError, timer, switchMap } from 'rxjs';
 import { isRetryableConnectionLoss, markRetried } from '../../common/errors/database-unavailable';
 
@@ -35,7 +35,7 @@ export async function retryReadOnce<T>(read: () => Promise<T>): Promise<T> {
 @Injectable()
 export class ReadRetryInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const method = context.switchToHttp().getRequest<Request>().method;
+    const method = context.switchToHttp().getRequest<FastifyRequest>().method;
     if (method !== 'GET' && method !== 'HEAD') return next.handle();
     return next.handle().pipe(
       catchError((err: unknown) => {

@@ -1,16 +1,13 @@
 import { Module } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LoggerModule } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
 import { Env } from '../../config/env';
 import { prettyLogs, prettyLogStream } from './pretty-stream';
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
 /**
- * Structured JSON logs (pino), or readable lines on a terminal (LOG_FORMAT). Every request gets an id, taken from
- * X-Request-Id when sane, echoed back.
+ * Structured JSON logs (pino), or readable lines on a terminal (LOG_FORMAT). Each request's lines carry its id (the
+ * HTTP adapter's: X-Request-Id when sane).
  */
 @Module({
   imports: [
@@ -19,12 +16,6 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
       useFactory: (env: Env) => {
         const options = {
           level: env.LOG_LEVEL,
-          genReqId: (req: IncomingMessage, res: ServerResponse) => {
-            const given = req.headers['x-request-id'];
-            const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
-            res.setHeader('X-Request-Id', id);
-            return id;
-          },
           redact: ['req.headers.authorization', 'req.headers.cookie'],
           customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) =>
             err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug',

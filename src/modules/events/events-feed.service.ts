@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
-import type { Request, Response } from 'express';
+import type { IncomingMessage } from 'node:http';
+import type { FastifyReply } from 'fastify';
 import { Principal } from '../../common/auth/principal';
 import { DomainError } from '../../common/errors/domain-error';
 import { Page } from '../../common/pagination/cursor';
@@ -73,8 +74,8 @@ export class EventsFeedService {
     project: string,
     q: EventsQueryDto,
     lastEventId: string | undefined,
-    req: Request,
-    res: Response,
+    req: IncomingMessage,
+    reply: FastifyReply,
   ): Promise<void> {
     const { filter, projectName } = await this.scope(principal, project, q);
     let start: Position;
@@ -83,7 +84,10 @@ export class EventsFeedService {
     else start = await retryReadOnce(() => this.events.now());
     if (this.followers.closing) throw new DomainError('SERVICE_UNAVAILABLE', 'the server is shutting down');
     const token = /^Bearer\s+(\S+)/i.exec(req.headers.authorization ?? '')?.[1] ?? '';
-    res.status(200);
+    // From here the stream is written to the socket's response as events come: Fastify sends nothing more for it.
+    reply.hijack();
+    const res = reply.raw;
+    res.statusCode = 200;
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     res.setHeader('Cache-Control', 'no-cache, no-transform');
     res.setHeader('X-Accel-Buffering', 'no');

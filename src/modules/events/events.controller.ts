@@ -1,6 +1,7 @@
 import { Controller, Get, Headers, Param, Query, Req, Res } from '@nestjs/common';
 import { ApiExtraModels, ApiHeader, ApiOkResponse, ApiOperation, ApiTags, getSchemaPath } from '@nestjs/swagger';
-import type { Request, Response } from 'express';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { preferredType } from '../../common/http/sse';
 import { Access, CurrentPrincipal, Principal } from '../../common/auth/principal';
 import { ApiAuthenticated, ApiErrors, ApiProjectParam, PageOf } from '../../common/openapi/api-docs';
 import { EventsQueryDto, EventView } from './dto/events.dto';
@@ -61,11 +62,11 @@ export class EventsController {
     @Param('project') project: string,
     @Query() q: EventsQueryDto,
     @Headers('last-event-id') lastEventId: string | undefined,
-    @Req() req: Request,
-    @Res() res: Response,
+    @Req() req: FastifyRequest,
+    @Res() res: FastifyReply,
   ): Promise<void> {
-    if (req.accepts(['application/json', 'text/event-stream']) === 'text/event-stream')
-      return this.feed.follow(p, project, q, lastEventId, req, res);
-    res.status(200).json(await this.feed.page(p, project, q));
+    if (preferredType(req.headers.accept, ['application/json', 'text/event-stream']) === 'text/event-stream')
+      return this.feed.follow(p, project, q, lastEventId, req.raw, res);
+    void res.status(200).send(await this.feed.page(p, project, q));
   }
 }

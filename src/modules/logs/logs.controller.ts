@@ -1,6 +1,6 @@
 import { Controller, Get, Headers, Param, Query, Req, Res } from '@nestjs/common';
 import { ApiExtraModels, ApiHeader, ApiOperation, ApiResponse, ApiTags, getSchemaPath } from '@nestjs/swagger';
-import type { Request, Response } from 'express';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Access, CurrentPrincipal, type Principal } from '../../common/auth/principal';
 import { validationFailed } from '../../common/errors/domain-error';
 import { acceptsEventStream, SseStream } from '../../common/http/sse';
@@ -67,20 +67,22 @@ export class LogsController {
     @Param('jobId') jobId: string,
     @Query() q: LogQueryDto,
     @Headers('last-event-id') lastEventId: string | undefined,
-    @Req() req: Request,
-    @Res() res: Response,
+    @Req() req: FastifyRequest,
+    @Res() res: FastifyReply,
   ): Promise<void> {
     // HEAD gets a page's headers, never a stream.
-    const follow = req.method === 'GET' && (q.follow ?? acceptsEventStream(req));
+    const follow = req.method === 'GET' && (q.follow ?? acceptsEventStream(req.raw));
     if (lastEventId !== undefined && lastEventId.length > MAX_CURSOR_LENGTH)
       throw validationFailed('Last-Event-ID', `must be at most ${MAX_CURSOR_LENGTH} characters`);
     const after = this.logs.position(follow && lastEventId ? lastEventId : q.cursor);
     const target = await this.logs.target(p, project, runId, jobId, q.submission_num);
     if (!follow) {
-      res.status(200).json(await this.logs.page(target, q, after));
+      void res.status(200).send(await this.logs.page(target, q, after));
       return;
     }
-    const sse = new SseStream(res);
+    // The stream is written to the socket's response as events come: Fastify sends nothing more for it.
+    res.hijack();
+    const sse = new SseStream(res.raw);
     try {
       for await (const ev of this.logs.follow(target, q.stream, after, sse.signal)) {
         if (ev.kind === 'chunk') await sse.send({ event: 'chunk', id: ev.id, data: JSON.stringify(ev.chunk) });

@@ -1,6 +1,6 @@
 import { CanActivate, ExecutionContext, Injectable, Logger } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import type { Request, Response } from 'express';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ACCESS_KEY, AccessLevel, Principal } from '../../common/auth/principal';
 import { DomainError } from '../../common/errors/domain-error';
 import { RateLimiterService } from './rate-limiter.service';
@@ -30,7 +30,7 @@ export class AuthGuard implements CanActivate {
       throw new DomainError('FORBIDDEN', 'route is not open to anyone');
     }
     if (level === 'public') return true;
-    const req = context.switchToHttp().getRequest<Request & { principal?: Principal }>();
+    const req = context.switchToHttp().getRequest<FastifyRequest & { principal?: Principal }>();
     const token = bearerToken(req.headers.authorization);
     if (!token) throw new DomainError('UNAUTHENTICATED', 'missing bearer token');
     const principal = await this.users.authenticate(token);
@@ -39,7 +39,7 @@ export class AuthGuard implements CanActivate {
     // Counted here, once the principal is known: the limit is per principal, never per address.
     const retryAfter = await this.rateLimiter.hit(principal);
     if (retryAfter !== undefined) {
-      context.switchToHttp().getResponse<Response>().setHeader('Retry-After', String(retryAfter));
+      context.switchToHttp().getResponse<FastifyReply>().header('Retry-After', String(retryAfter));
       throw new DomainError('RATE_LIMITED', `too many requests from ${principal.name}; retry after ${retryAfter} s`);
     }
     const allowed =
