@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NestFactory } from '@nestjs/core';
 import { AppModule } from '../src/app.module';
+import { createHttpAdapter } from '../src/common/http/http-adapter';
 import { buildOpenApiDocument } from '../src/common/openapi/document';
 import { generateApiTypes } from './openapi-types';
 
@@ -12,7 +13,11 @@ import { generateApiTypes } from './openapi-types';
  */
 async function main(): Promise<void> {
   const root = join(__dirname, '..', '..');
-  const app = await NestFactory.create(AppModule, { preview: true, logger: false, abortOnError: false });
+  const app = await NestFactory.create(AppModule, createHttpAdapter(), {
+    preview: true,
+    logger: false,
+    abortOnError: false,
+  });
   const doc = buildOpenApiDocument(app);
   await app.close();
   const docPath = join(root, 'openapi.json');
