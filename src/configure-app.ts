@@ -31,8 +31,8 @@ export function configureApp(app: NestFastifyApplication): INestApplication {
   // Also what fails before a route's handler runs (a body that cannot be parsed, a middleware's refusal): Nest
   // hands Fastify's errors to the same filters.
   app.useGlobalFilters(new ApiExceptionFilter());
-  const server = app.getHttpServer();
-  server.headersTimeout = 66_000;
+  // Above the adapter's keep-alive timeout (65 s), as Node wants it.
+  app.getHttpServer().headersTimeout = 66_000;
   SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app));
   return app;
 }

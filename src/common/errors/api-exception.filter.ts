@@ -37,20 +37,17 @@ const RETRY_AFTER_SECONDS = '1';
 export class ApiExceptionFilter implements ExceptionFilter {
   private readonly logger = new Logger('Errors');
 
+  /** Also what fails before a route's handler runs (a body that cannot be read): Nest hands Fastify's errors here. */
   catch(exception: unknown, host: ArgumentsHost): void {
     const ctx = host.switchToHttp();
-    this.reply(exception, ctx.getRequest<FastifyRequest>(), ctx.getResponse<FastifyReply>());
-  }
-
-  /** Answers with the error's body; also Fastify's error handler, for what fails before a route (body parsing). */
-  reply(exception: unknown, req: { url: string }, res: FastifyReply): void {
-    const body = this.toBody(exception, req);
+    const res = ctx.getResponse<FastifyReply>();
+    const body = this.toBody(exception, ctx.getRequest<FastifyRequest>());
     if (res.sent || res.raw.headersSent) return;
     if (body.status_code === 503 && !res.getHeader('Retry-After')) void res.header('Retry-After', RETRY_AFTER_SECONDS);
     void res.status(body.status_code).send(body);
   }
 
-  private toBody(exception: unknown, req: { url: string }): ErrorBody {
+  private toBody(exception: unknown, req: FastifyRequest): ErrorBody {
     if (exception instanceof DomainError)
       return shape(exception.status, exception.code, exception.message, exception.details);
     if (exception instanceof HttpException) return fromHttpException(exception);
