@@ -1,6 +1,7 @@
 import compression from 'compression';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { constants } from 'node:zlib';
+import { urlPath } from './raw-request';
 
 /**
  * Levels chosen by measurement (`npm run bench -- compression`, README "Compression"): on a 381 KiB runs-list page
@@ -35,7 +36,7 @@ export function compressJson() {
     filter: (_req, res) => COMPRESSED_TYPES.test(String(res.getHeader('Content-Type') ?? '')),
   });
   return (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => {
-    if (SMALL_ANSWERS.test(pathOf(req))) return next();
+    if (SMALL_ANSWERS.test(urlPath(req.url))) return next();
     if (!ACCEPTS_COMPRESSION.test(String(req.headers['accept-encoding'] ?? ''))) {
       // The answer depends on the header all the same (a cache must not hand this one to a client that accepts).
       varyOnAcceptEncoding(res);
@@ -44,9 +45,6 @@ export function compressJson() {
     return compress(req as Parameters<typeof compress>[0], res as Parameters<typeof compress>[1], next);
   };
 }
-
-/** A request's path, without its query. */
-export const pathOf = (req: IncomingMessage): string => (req.url ?? '/').split('?', 1)[0];
 
 function varyOnAcceptEncoding(res: ServerResponse): void {
   const vary = res.getHeader('Vary');

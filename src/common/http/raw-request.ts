@@ -12,11 +12,13 @@ export function pathTextGuard() {
   return (req: IncomingMessage, _res: ServerResponse, next: (err?: unknown) => void) => next(unnamedPathError(req.url));
 }
 
+/** A request URL's path, without its query (Node's `req.url`, which Express's `req.path` used to give). */
+export const urlPath = (url = '/'): string => url.split('?', 1)[0];
+
 /** Why no route can name this URL's path (see pathTextGuard), or undefined when it is plain text. */
 export function unnamedPathError(url = '/'): DomainError | undefined {
   if (!url.includes('%')) return undefined; // nothing encoded: every segment is plain text (the common case)
-  const query = url.indexOf('?');
-  const segments = (query < 0 ? url : url.slice(0, query)).split('/');
+  const segments = urlPath(url).split('/');
   for (let i = 1; i < segments.length; i++) {
     if (!segments[i].includes('%')) continue;
     let decoded: string;

@@ -1,6 +1,7 @@
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, extname, join, resolve, sep } from 'node:path';
+import { urlPath } from '../../common/http/raw-request';
 
 /** Paths the API, its docs and the operations routes own: the console never answers there (their 404 stays JSON). */
 const SERVER_PATHS = /^\/(api|internal|admin|docs|docs-json|healthz|readyz|metrics)(\/|$)/;
@@ -68,7 +69,7 @@ function sendFile(req: IncomingMessage, res: ServerResponse, file: { path: strin
  */
 export function consoleMiddleware(dir = consoleDir()) {
   return (req: IncomingMessage, res: ServerResponse, next: () => void): void => {
-    const path = (req.url ?? '/').split('?', 1)[0];
+    const path = urlPath(req.url);
     if ((req.method !== 'GET' && req.method !== 'HEAD') || SERVER_PATHS.test(path) || !dir) return next();
     if (path.startsWith('/assets/')) {
       const asset = fileUnder(dir, path);
