@@ -1,3 +1,4 @@
+import type { Duplex } from 'node:stream';
 import { Client, type ClientConfig } from 'pg';
 import type { DataSourceOptions } from 'typeorm';
 import { MIGRATIONS } from '../../../migrations';
@@ -65,16 +66,51 @@ export function dataSourceOptions(settings: ConnectionSettings): DataSourceOptio
 
 const statementTimeout = (ms?: number) => (ms ? `-c statement_timeout=${ms}` : '');
 
+/** What ListenedClient uses of pg's Client beyond its typings (pg 8.23: lib/client.js). */
+interface PgClientInternals {
+  pipeline: boolean;
+  _connected: boolean;
+  connection: { stream: Duplex };
+  /** Writes what is queued (every query, when pipelining) to the connection. */
+  _pulseQueryQueue(): void;
+}
+
+const pulseQueryQueue = (Client.prototype as unknown as PgClientInternals)._pulseQueryQueue;
+
 /**
- * A pg client that always has an 'error' listener. pg-pool removes its own listener when it hands a connection out,
- * and TypeORM adds its listener a microtask later; a new connection whose session the server ends at once (its
- * ReadyForQuery and the FATAL in one packet: pg_terminate_backend, a restart) emitted 'error' with nobody listening
- * in between, and an unhandled 'error' event crashes the process. The error still reaches the query, the pool and
- * TypeORM as before; this listener only keeps it from being unhandled.
+ * A pg client that always has an 'error' listener, and that writes a pipelining connection's queries of one tick
+ * together.
+ * - Listener: pg-pool removes its own listener when it hands a connection out, and TypeORM adds its listener a
+ *   microtask later; a new connection whose session the server ends at once (its ReadyForQuery and the FATAL in one
+ *   packet: pg_terminate_backend, a restart) emitted 'error' with nobody listening in between, and an unhandled
+ *   'error' event crashes the process. The error still reaches the query, the pool and TypeORM as before; this
+ *   listener only keeps it from being unhandled.
+ * - Writes: pg corks the socket around each query alone, so pipelined queries cost a write (a system call, and a
+ *   wake-up of the server's process) each. Corked until the tick's promise jobs have run (process.nextTick: after
+ *   the microtask queue drains, before any I/O), the queries queued meanwhile go out in one write: a report
+ *   transaction's BEGIN and first statement, billing's statement and the counting's (JobFinisher). Through the
+ *   throughput bench, writes per transaction of reports went from ~6.5 to ~4.4 (the server's write calls counted
+ *   from /proc), and those system calls had been 15 % of the server's CPU on that path.
  */
 class ListenedClient extends Client {
+  private corked = false;
+
   constructor(config?: string | ClientConfig) {
     super(config);
     this.on('error', () => undefined);
+  }
+
+  _pulseQueryQueue(): void {
+    const self = this as unknown as PgClientInternals;
+    const stream = self.connection.stream;
+    if (self.pipeline && self._connected && !this.corked && !stream.destroyed) {
+      this.corked = true;
+      stream.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        stream.uncork();
+      });
+    }
+    pulseQueryQueue.call(this);
   }
 }
