@@ -142,29 +142,27 @@ describeRealPostgres('TransactionRunner: its transactions, and a lost connection
   it("pipelines a tick's statements in one write to the server, each answered as its own", async () => {
     const pipelined = t.app.get(Env).DATABASE_NAMED_STATEMENTS;
     const queryRunner = t.app.get(DataSource).createQueryRunner();
-    const { writes, answers } = await (async () => {
-      const client = (await queryRunner.connect()) as PoolClient;
-      const stream = (client as unknown as { connection: { stream: Duplex } }).connection.stream;
-      const counted = stream as unknown as { _write: (...a: unknown[]) => void; _writev: (...a: unknown[]) => void };
-      const [write, writev] = [counted._write, counted._writev];
-      let n = 0;
-      counted._write = (...a) => (n++, write.apply(stream, a));
-      counted._writev = (...a) => (n++, writev.apply(stream, a));
-      try {
-        // Queued in one tick, across promise jobs (as a transaction's statements are queued between awaits).
-        const first = client.query<{ n: number }>('SELECT 1 AS n');
-        const second = Promise.resolve().then(() => client.query<{ n: number }>('SELECT $1::int AS n', [2]));
-        const failing = client.query('SELECT 1 / $1::int AS n', [0]).then(
-          () => 'answered',
-          (err: { code?: string }) => err.code,
-        );
-        const out = [(await first).rows[0].n, (await second).rows[0].n, await failing];
-        return { writes: n, answers: out };
-      } finally {
-        [counted._write, counted._writev] = [write, writev];
-        await queryRunner.release();
-      }
-    })();
+    const client = (await queryRunner.connect()) as PoolClient;
+    const stream = (client as unknown as { connection: { stream: Duplex } }).connection.stream;
+    const counted = stream as unknown as { _write: (...a: unknown[]) => void; _writev: (...a: unknown[]) => void };
+    const [write, writev] = [counted._write, counted._writev];
+    let writes = 0;
+    counted._write = (...a) => (writes++, write.apply(stream, a));
+    counted._writev = (...a) => (writes++, writev.apply(stream, a));
+    let answers: unknown[];
+    try {
+      // Queued in one tick, across promise jobs (as a transaction's statements are queued between awaits).
+      const first = client.query<{ n: number }>('SELECT 1 AS n');
+      const second = Promise.resolve().then(() => client.query<{ n: number }>('SELECT $1::int AS n', [2]));
+      const failing = client.query('SELECT 1 / $1::int AS n', [0]).then(
+        () => 'answered',
+        (err: { code?: string }) => err.code,
+      );
+      answers = [(await first).rows[0].n, (await second).rows[0].n, await failing];
+    } finally {
+      [counted._write, counted._writev] = [write, writev];
+      await queryRunner.release();
+    }
     expect(answers).toEqual([1, 2, '22012']); // division by zero
     // Without pipelining (behind a transaction pooler) each statement waits for the previous one's answer.
     expect(writes).toBe(pipelined ? 1 : 3);

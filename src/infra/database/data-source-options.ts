@@ -86,7 +86,7 @@ const pulseQueryQueue = (Client.prototype as unknown as PgClientInternals)._puls
  *   'error' event crashes the process. The error still reaches the query, the pool and TypeORM as before; this
  *   listener only keeps it from being unhandled.
  * - Writes: pg corks the socket around each query alone, so pipelined queries cost a write (a system call, and a
- *   wake-up of the server's process) each. Corked until the tick's promise jobs have run (process.nextTick: after
+ *   wake-up of the database's process) each. Corked until the tick's promise jobs have run (process.nextTick: after
  *   the microtask queue drains, before any I/O), the queries queued meanwhile go out in one write: a report
  *   transaction's BEGIN and first statement, billing's statement and the counting's (JobFinisher). Through the
  *   throughput bench, writes per transaction of reports went from ~6.5 to ~4.4 (the server's write calls counted
