@@ -12,6 +12,9 @@ import {
   WrittenSubmission,
 } from '../support/submission-histories';
 import { required } from '../../src/common/required';
+import { Job } from '../../src/modules/jobs/entities/job.entity';
+import { JobSubmission } from '../../src/modules/jobs/entities/job-submission.entity';
+import { toJobView, toSubmissionView } from '../../src/modules/jobs/jobs.service';
 
 /** The latest-submission fetch: for each job, its N newest existing submissions, in one statement for all jobs. */
 describe('LatestSubmissionsRepository: the latest-submission fetch', () => {
@@ -205,6 +208,33 @@ describe('LatestSubmissionsRepository: the latest-submission fetch', () => {
         const { provisioning_data, runtime_data, ...rest } = plain(all[i]);
         expect(plain(newest[i])).toEqual(rest);
       }
+    });
+
+    it('views list the same fields in one order, with or without documents (so they share maps)', async () => {
+      const head = ['id', 'submission_num', 'status', 'termination_reason', 'exit_status', 'submitted_at'];
+      const withDocs = [...head, 'started_at', 'finished_at', 'provisioning_data', 'runtime_data', 'cost_usd'];
+      const without = withDocs.filter((k) => k !== 'provisioning_data' && k !== 'runtime_data');
+      const rows = required((await repo.latestPerJob([gappy], 2, 'newest')).get(gappy), 'newest');
+      expect(rows.map((v) => Object.keys(v))).toEqual([without, withDocs]);
+      const at = new Date();
+      const entity = Object.assign(new JobSubmission(), {
+        id: rows[1].id,
+        submissionNum: 9,
+        status: 'running',
+        terminationReason: null,
+        exitStatus: null,
+        submittedAt: at,
+        startedAt: at,
+        finishedAt: null,
+        provisioningData: {},
+        runtimeData: null,
+      });
+      expect(Object.keys(toSubmissionView(entity))).toEqual(withDocs);
+      const job = Object.assign(new Job(), { id: gappy, status: 'running', terminationReason: null });
+      // The job's newest, last of the shown ones, comes again without its documents (toJobView's copy).
+      expect(Object.keys(required(toJobView(job, rows, rows[1], null).latest_job_submission, 'latest'))).toEqual(
+        without,
+      );
     });
 
     it("newestOf: with the documents unless 'none'", async () => {

@@ -355,11 +355,22 @@ export function toJobView(
   };
 }
 
-/** A submission's view without provisioning_data and runtime_data (a copy: the original may be shown in full). */
+/**
+ * A submission's view without provisioning_data and runtime_data (a copy: the original may be shown in full), as a
+ * literal in toView's field order (latest-submissions.repository) so that it shares that view's map.
+ */
 function withoutDocuments(s: SubmissionView): SubmissionView {
-  // eslint-disable-next-line @typescript-eslint/no-unused-vars -- the two are taken out to leave the rest
-  const { provisioning_data, runtime_data, ...rest } = s;
-  return rest;
+  return {
+    id: s.id,
+    submission_num: s.submission_num,
+    status: s.status,
+    termination_reason: s.termination_reason,
+    exit_status: s.exit_status,
+    submitted_at: s.submitted_at,
+    started_at: s.started_at,
+    finished_at: s.finished_at,
+    cost_usd: s.cost_usd,
+  };
 }
 
 export function toSubmissionView(s: JobSubmission): SubmissionView {
