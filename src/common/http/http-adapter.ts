@@ -39,6 +39,10 @@ export function createHttpAdapter(): FastifyAdapter {
     // A request must have arrived within 5 minutes (Node's own default, which Fastify would otherwise turn off): a
     // client trickling one in is answered 408.
     requestTimeout: 300_000,
+    // While the app closes (SIGTERM: serve.ts drains), a request that still arrives on an open connection is served
+    // as any other, not answered 503 (Fastify's default): clients of a draining instance meet refused connections,
+    // which they try elsewhere, and never a 5xx (test/multi/rolling-restart.spec.ts).
+    return503OnClosing: false,
     genReqId: requestId,
     requestIdHeader: false,
     // Requests Node's parser refuses are answered with the error shape (raw-request.ts).
