@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { createHttpAdapter } from '../../src/common/http/http-adapter';
+import { required } from '../../src/common/required';
 
 /** Sends raw HTTP/1.1 on one connection; resolves with what came back once the server closes it or `until` holds. */
 function exchange(port: number, requests: string[], until: (text: string) => boolean): Promise<string> {
@@ -7,23 +8,18 @@ function exchange(port: number, requests: string[], until: (text: string) => boo
     const socket = connect(port, '127.0.0.1');
     let text = '';
     const sent = [...requests];
-    socket.on('connect', () => socket.write(required(sent.shift())));
+    socket.on('connect', () => socket.write(required(sent.shift(), 'the next request')));
     socket.on('data', (d: Buffer) => {
       text += d.toString('latin1');
       if (until(text)) return void socket.end();
       // The next request as soon as the previous answer is whole (keep-alive reuse, as a client pool does).
       if (sent.length > 0 && text.split('HTTP/1.1 ').length - 1 === requests.length - sent.length) {
-        socket.write(required(sent.shift()));
+        socket.write(required(sent.shift(), 'the next request'));
       }
     });
     socket.on('close', () => resolve(text));
     socket.on('error', (err: NodeJS.ErrnoException) => (err.code === 'ECONNRESET' ? resolve(text) : reject(err)));
   });
-}
-
-function required<T>(v: T | undefined): T {
-  if (v === undefined) throw new Error('nothing left to send');
-  return v;
 }
 
 describe('HTTP adapter: a request arriving while the server closes', () => {
