@@ -25,8 +25,10 @@ const SETTLE_RETRIES = 8;
  * Under a stream of commits, the least time from one pass's start to the next unless a reader waits: commits in
  * between share one pass (its two reads are a round trip each, on a hot path that commits hundreds of times a
  * second), and a status shows that much later to other instances and the event feed, never to a reader on this one.
+ * 50 rather than 10 ms: up to a fifth of the passes, and single-report completions 1.06× (ahead in 9 of 10 alternated
+ * rounds; README "Statuses settle after commits").
  */
-const SETTLE_GATHER_MS = 10;
+const SETTLE_GATHER_MS = 50;
 
 /** Runs (each with groups of it) whose status a transaction may have moved. */
 type Touched = Map<string, Set<number>>;
