@@ -21,6 +21,7 @@ import { AddPendingToJobGroupCounters1766448000000 } from './1766448000000-AddPe
 import { CountPendingJobsInEveryGroup1766534400000 } from './1766534400000-CountPendingJobsInEveryGroup';
 import { ShardJobGroupCounters1766620800000 } from './1766620800000-ShardJobGroupCounters';
 import { LeaveRoomInJobPages1766707200000 } from './1766707200000-LeaveRoomInJobPages';
+import { CreateCommitAheadRefusal1766793600000 } from './1766793600000-CreateCommitAheadRefusal';
 
 /** Every migration, in order. Listed explicitly so the app, the CLI and jest load the same set without globs. */
 export const MIGRATIONS = [
@@ -47,4 +48,5 @@ export const MIGRATIONS = [
   CountPendingJobsInEveryGroup1766534400000,
   ShardJobGroupCounters1766620800000,
   LeaveRoomInJobPages1766707200000,
+  CreateCommitAheadRefusal1766793600000,
 ];

@@ -312,7 +312,11 @@ describe('event feed', () => {
       'the failing claim',
     );
     const { next: mark } = await readAll({ run_id: run.id });
-    await w.execute(failing, ERROR);
+    // Started, and its run's status read (settled) before it fails: otherwise one settle pass may serve both commits,
+    // and `running`, held only between them, is never recorded (RunStatusService gathers passes).
+    expect((await w.running(failing.id)).status).toBe(200);
+    await t.app.get(RunStatusService).settled([run.id]);
+    expect((await w.complete(failing.id, ERROR)).status).toBe(200);
     let { items } = await readAll({ run_id: run.id }, mark);
     expectSettledOrder(lines(items, names), [
       `job.status running ${names.get(failing.job_id)}#0`,

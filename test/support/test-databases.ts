@@ -91,6 +91,7 @@ export const OWN_DATABASES = [
   'console',
   'tokens',
   'schema',
+  'commitahead',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 

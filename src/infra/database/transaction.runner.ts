@@ -6,6 +6,7 @@ import type { IsolationLevel } from 'typeorm/driver/types/IsolationLevel';
 import { isRetryableConnectionLoss, markRetried } from '../../common/errors/database-unavailable';
 import { MetricsService } from '../metrics/metrics.service';
 import { takeAfterCommit } from './after-commit';
+import { clearCommitQueued, COMMIT_AHEAD_REFUSED, commitQueued } from './commit-ahead';
 
 /** SQLSTATEs after which the whole transaction can simply run again. */
 const TRANSIENT = new Set(['40001', '40P01']);
@@ -20,7 +21,9 @@ const MAX_CONNECTION_RETRIES = 1;
  * A transaction whose connection died is retried once too, but only when it died before COMMIT was sent: until the
  * work function has returned, TypeORM has not sent COMMIT, and a session that ends without COMMIT has changed
  * nothing. Once the work has returned, a failure may have hit COMMIT after the server applied it; retrying then
- * could apply the use case twice, so the error propagates (503, and the client decides).
+ * could apply the use case twice, so the error propagates (503, and the client decides). So once the work has queued
+ * its COMMIT ahead (commit-ahead.ts). A refused commit-ahead (COMMIT_AHEAD_REFUSED: nothing applied) runs the work
+ * again at once; the work knows to take its ordinary path then.
  */
 @Injectable()
 export class TransactionRunner {
@@ -42,20 +45,27 @@ export class TransactionRunner {
         workReturned = true;
         return result;
       };
+      // Whether the work queued its COMMIT ahead: then, as once it has returned, a lost connection is not retried.
+      const ahead = { queued: false };
       try {
-        const result = await this.transaction(tracked, isolation);
+        const result = await this.transaction(tracked, isolation, ahead);
         if (manager) for (const hook of takeAfterCommit(manager)) hook();
         return result;
       } catch (err) {
         if (manager) takeAfterCommit(manager);
         const code = err instanceof QueryFailedError ? (err.driverError as { code?: string }).code : undefined;
+        if (code === COMMIT_AHEAD_REFUSED && attempt < MAX_ATTEMPTS) {
+          this.metrics.transactionRetries.inc({ sqlstate: code });
+          continue;
+        }
         if (code && TRANSIENT.has(code) && attempt < MAX_ATTEMPTS) {
           this.metrics.transactionRetries.inc({ sqlstate: code });
           this.logger.debug({ code, attempt }, 'retrying transaction');
           await new Promise((r) => setTimeout(r, Math.random() * 5 * 2 ** attempt));
           continue;
         }
-        if (!workReturned && connectionRetries < MAX_CONNECTION_RETRIES && isRetryableConnectionLoss(err)) {
+        const commitSent = workReturned || ahead.queued;
+        if (!commitSent && connectionRetries < MAX_CONNECTION_RETRIES && isRetryableConnectionLoss(err)) {
           connectionRetries++;
           this.metrics.transactionRetries.inc({ sqlstate: code ?? 'connection' });
           this.logger.warn(
@@ -79,7 +89,11 @@ export class TransactionRunner {
    * runs first. TypeORM is told the transaction is open, so a nested `m.transaction` takes a savepoint as it would in
    * one TypeORM started.
    */
-  private async transaction<T>(work: (m: EntityManager) => Promise<T>, isolation?: IsolationLevel): Promise<T> {
+  private async transaction<T>(
+    work: (m: EntityManager) => Promise<T>,
+    isolation: IsolationLevel | undefined,
+    ahead: { queued: boolean },
+  ): Promise<T> {
     const runner = this.dataSource.createQueryRunner();
     try {
       const client = (await runner.connect()) as PoolClient;
@@ -93,14 +107,27 @@ export class TransactionRunner {
       try {
         const result = await work(runner.manager);
         await begun;
-        await runner.commitTransaction();
+        const commit = commitQueued(runner);
+        ahead.queued = commit !== undefined;
+        if (commit) {
+          await commit;
+          closedOutsideTypeorm(runner);
+        } else await runner.commitTransaction();
         return result;
       } catch (err) {
+        const commit = commitQueued(runner);
+        if (commit) {
+          ahead.queued = true;
+          // The transaction has ended: committed, or (a statement before the COMMIT failed) rolled back by it.
+          await commit.catch(() => undefined);
+          closedOutsideTypeorm(runner);
+        }
         // The original error is the one to report, whatever the rollback meets (a dead connection, most likely).
         if (runner.isTransactionActive && !runner.isReleased) await runner.rollbackTransaction().catch(() => undefined);
         throw err;
       }
     } finally {
+      clearCommitQueued(runner, (runner as { databaseConnection?: PoolClient }).databaseConnection);
       await runner.release();
     }
   }
@@ -115,4 +142,11 @@ function openedOutsideTypeorm(runner: QueryRunner): void {
   const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
   state.isTransactionActive = true;
   state.transactionDepth = 1;
+}
+
+/** Marks it closed, as its own commit would: the COMMIT queued ahead has ended it. */
+function closedOutsideTypeorm(runner: QueryRunner): void {
+  const state = runner as unknown as { isTransactionActive: boolean; transactionDepth: number };
+  state.isTransactionActive = false;
+  state.transactionDepth = 0;
 }

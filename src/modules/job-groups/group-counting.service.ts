@@ -34,22 +34,29 @@ export class GroupCountingService {
    * that fail fast are locked whole and cancelled where their failures reach the threshold, once (failures in the
    * same call count together, then the threshold is checked). Returns which of `jobs` were not counted (by index),
    * and the fail-fast cancellations made. A lone chain is locked and counted in one statement.
+   *
+   * `lastInTransaction`: the caller has nothing more to do in its transaction, so where no failure is counted (no
+   * fail-fast to follow) COMMIT goes right behind the counting statement (commit-ahead.ts), which then refuses
+   * rather than leave jobs uncounted (COMMIT_AHEAD_REFUSED: TransactionRunner runs the transaction again, in which
+   * the caller, having seen the error, does not ask again).
    */
   async countOutcomes(
     m: EntityManager,
     runId: string,
     jobs: readonly { jobGroupId: number; outcome: JobOutcome; alwaysRun: boolean }[],
     active: ActiveDelta,
+    lastInTransaction = false,
   ): Promise<{ uncounted: number[]; cancellations: Cancellation[] }> {
     const groupIds = [...new Set(jobs.map((j) => j.jobGroupId))];
-    if (groupIds.length === 1) return this.countOneChain(m, runId, groupIds[0], jobs, active);
     const failed = jobs.some((j) => j.outcome === 'failed');
+    const commitAfter = lastInTransaction && !failed;
+    if (groupIds.length === 1) return this.countOneChain(m, runId, groupIds[0], jobs, active, commitAfter);
     const perGroup = new Map<number, CountsDelta>();
     for (const j of jobs) {
       const d = { ...outcomeDelta(j.outcome), nAlwaysRunOpen: j.alwaysRun ? -1 : 0 };
       perGroup.set(j.jobGroupId, addDeltas(perGroup.get(j.jobGroupId) ?? {}, d));
     }
-    const counted = await this.counters.countChains(m, runId, counterToken(m), perGroup, active, failed);
+    const counted = await this.counters.countChains(m, runId, counterToken(m), perGroup, active, failed, commitAfter);
     const { rows } = counted;
     if (rows.every((r) => r.jobGroupId !== 0)) throw notFound(`job groups ${groupIds.join(', ')}`);
     const notCounted = new Set(counted.uncounted);
@@ -93,6 +100,7 @@ export class GroupCountingService {
     jobGroupId: number,
     jobs: readonly { outcome: JobOutcome; alwaysRun: boolean }[],
     active: ActiveDelta,
+    commitAfter: boolean,
   ): Promise<{ uncounted: number[]; cancellations: Cancellation[] }> {
     let delta: CountsDelta = {};
     for (const j of jobs)
@@ -106,6 +114,7 @@ export class GroupCountingService {
       delta,
       active,
       failed,
+      commitAfter,
     );
     if (levels.length === 0) throw notFound(`job group ${jobGroupId}`);
     if (!counted) {

@@ -32,6 +32,22 @@ const LOCK_CHAIN = `WITH locked AS (
      FOR UPDATE OF c
 )`;
 
+/**
+ * The one-row subquery a counting statement's result is driven from (so that it is evaluated even when nothing was
+ * locked): with `strict` (the statement is its transaction's last, COMMIT queued behind it: commit-ahead.ts) it
+ * refuses where the caller would have more to do (`uncounted`: jobs a cancelled level leaves out) or the chain is
+ * gone (no root row locked).
+ */
+function refusal(strict: string, uncounted: string): string {
+  return `SELECT CASE WHEN ${strict}
+                       AND ((${uncounted}) OR NOT EXISTS (SELECT 1 FROM locked WHERE "jobGroupId" = 0))
+                      THEN runplane_refuse_commit_ahead('jobs left uncounted, or the chain is gone') END AS refused`;
+}
+
+/** The rows a refusal-driven statement returns for what it locked (none: its one row is all nulls). */
+const lockedOnly = <R extends { jobGroupId: number | null }>(rows: R[]): R[] =>
+  rows.filter((r) => r.jobGroupId !== null);
+
 /** lockChainAndCount's statement (see there). */
 const LOCK_CHAIN_AND_COUNT = `${LOCK_CHAIN},
        verdict AS (SELECT NOT coalesce(bool_or(cancelled), false) AS counted FROM locked),
@@ -61,9 +77,10 @@ const LOCK_CHAIN_AND_COUNT = `${LOCK_CHAIN},
               coalesce(u."nAlwaysRunOpen", l."nAlwaysRunOpen") AS "nAlwaysRunOpen",
               coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
               coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying",
-              coalesce(u."nPending", l."nPending") AS "nPending"
-         FROM locked l CROSS JOIN verdict v
-         LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId" AND u.token = l.token
+              coalesce(u."nPending", l."nPending") AS "nPending", chk.refused
+         FROM (${refusal('$17', 'NOT (SELECT counted FROM verdict)')}) chk
+         LEFT JOIN (locked l CROSS JOIN verdict v
+                    LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId" AND u.token = l.token) ON true
         ORDER BY l.level, l.token`;
 
 type LockedRow = Counts &
@@ -129,7 +146,8 @@ export class JobGroupCountersRepository {
   /**
    * lockChain and, unless a locked level is cancelled, counting `d` into the token's row of every level, in one
    * statement; the run's active counts on the root's token row move by `active` either way. Returns the levels as
-   * they stand afterwards (sums where locked whole) and whether `d` was counted.
+   * they stand afterwards (sums where locked whole) and whether `d` was counted. With `commitAfter` the statement is
+   * its transaction's last (COMMIT queued behind it): it refuses, rather than answer not counted or nothing locked.
    */
   async lockChainAndCount(
     m: EntityManager,
@@ -139,8 +157,9 @@ export class JobGroupCountersRepository {
     d: CountsDelta,
     active: ActiveDelta,
     failFastExact: boolean,
+    commitAfter = false,
   ): Promise<{ levels: ChainLevel[]; counted: boolean }> {
-    const rows = await preparedQuery<LockedRow & { counted: boolean }>(
+    const found = await preparedQuery<LockedRow & { counted: boolean }>(
       m,
       'job_groups_lock_chain_and_count',
       LOCK_CHAIN_AND_COUNT,
@@ -161,8 +180,11 @@ export class JobGroupCountersRepository {
         active.nRunning ?? 0,
         active.nRetrying ?? 0,
         active.nPending ?? 0,
+        commitAfter,
       ],
+      { commitAfter },
     );
+    const rows = lockedOnly(found);
     return { levels: toLevels(rows), counted: rows[0]?.counted ?? false };
   }
 
@@ -173,6 +195,8 @@ export class JobGroupCountersRepository {
    * already summed per group) go into the token's row of every level of its chain unless a level of its chain is
    * cancelled (that cancellation counted them); `active` moves the run's active counts on the root's token row either
    * way. Returns the locked rows as they were before (which of the groups lie below each), and the groups not counted.
+   * With `commitAfter`, the transaction's last statement (as lockChainAndCount's): it refuses rather than leave any
+   * group uncounted or lock no root row.
    */
   async countChains(
     m: EntityManager,
@@ -181,10 +205,11 @@ export class JobGroupCountersRepository {
     perGroup: ReadonlyMap<number, CountsDelta>,
     active: ActiveDelta,
     failFastExact: boolean,
+    commitAfter = false,
   ): Promise<{ rows: (LockedRow & { below: number[] })[]; uncounted: number[] }> {
     const groups = [...perGroup.keys()];
     const at = (k: keyof CountsDelta) => groups.map((g) => perGroup.get(g)?.[k] ?? 0);
-    const rows = await preparedQuery<LockedRow & { below: number[]; uncounted: number[] }>(
+    const found = await preparedQuery<LockedRow & { below: number[]; uncounted: number[] }>(
       m,
       'job_groups_count_chains',
       `WITH asked AS (
@@ -226,8 +251,10 @@ export class JobGroupCountersRepository {
        )
        SELECT l.*, (SELECT array_agg(ch.g) FROM chains ch WHERE ch.level = l."jobGroupId") AS below,
               (SELECT coalesce(array_agg(v.g), '{}') FROM verdict v WHERE NOT v.counted) AS uncounted,
-              (SELECT count(*) FROM updated) AS written
-         FROM locked l ORDER BY l.level DESC, l."jobGroupId", l.token`,
+              (SELECT count(*) FROM updated) AS written, chk.refused
+         FROM (${refusal('$15', 'EXISTS (SELECT 1 FROM verdict WHERE NOT counted)')}) chk
+         LEFT JOIN locked l ON true
+        ORDER BY l.level DESC, l."jobGroupId", l.token`,
       [
         runId,
         groups,
@@ -243,12 +270,15 @@ export class JobGroupCountersRepository {
         active.nRunning ?? 0,
         active.nRetrying ?? 0,
         active.nPending ?? 0,
+        commitAfter,
       ],
+      { commitAfter },
     );
+    const rows = lockedOnly(found);
     return {
       // eslint-disable-next-line @typescript-eslint/no-unused-vars -- `_` drops the statement-wide column
       rows: rows.map(({ uncounted: _, ...row }) => row),
-      uncounted: rows[0]?.uncounted ?? [],
+      uncounted: found[0]?.uncounted ?? [],
     };
   }
 

@@ -192,7 +192,8 @@ export class ReportApplier {
     });
     const beaten = await this.heartbeats.beat(m, beats);
     beats.forEach((b, k) => (out[b.i] = { answer: beaten[k] }));
-    const finished = await this.finisher.finishAll(m, finishes);
+    // With no starts after them, the finishes are this transaction's last work (JobFinisher: COMMIT ahead).
+    const finished = await this.finisher.finishAll(m, finishes, false, starts.length === 0);
     finishes.forEach((f, k) => (out[f.i] = { answer: finished[k] }));
     const started = await this.start(m, starts);
     starts.forEach((st, k) => (out[st.i] = { answer: started[k] }));
