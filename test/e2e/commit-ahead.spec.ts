@@ -1,4 +1,4 @@
-import { Client } from 'pg';
+import { Client, type PoolClient } from 'pg';
 import { QueryFailedError, type QueryRunner } from 'typeorm';
 import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
 import { DONE } from '../../bench/reference-worker';
@@ -57,7 +57,10 @@ describe('commit ahead: COMMIT queued behind the last statement', () => {
       await m.query(insert('ahead-first'));
       await preparedQuery(m, 'test_commit_ahead_last', insert('ahead-last'), [], { commitAfter: true });
       // Its answer came back; so has the COMMIT's by now or soon: nothing else is sent in this transaction.
-      return commitQueued(m.queryRunner as QueryRunner) !== undefined;
+      return (
+        commitQueued((m.queryRunner as QueryRunner & { databaseConnection: PoolClient }).databaseConnection) !==
+        undefined
+      );
     });
     expect(queued).toBe(true);
     expect([await rows('ahead-first'), await rows('ahead-last')]).toEqual([1, 1]);

@@ -1,5 +1,5 @@
 import type { PoolClient } from 'pg';
-import { QueryFailedError, type QueryRunner } from 'typeorm';
+import { QueryFailedError } from 'typeorm';
 
 /**
  * Committing with a transaction's last statement: COMMIT queued right behind it, so both reach the server in one
@@ -17,30 +17,22 @@ export function isCommitAheadRefused(err: unknown): boolean {
   return err instanceof QueryFailedError && (err.driverError as { code?: unknown }).code === COMMIT_AHEAD_REFUSED;
 }
 
-/** COMMITs queued ahead, by the transaction's query runner; the client's mark refuses statements queued after it. */
-const queued = new WeakMap<QueryRunner, Promise<unknown>>();
-const committed = new WeakSet<PoolClient>();
+/** COMMITs queued ahead, by the transaction's connection: the mark that also refuses statements queued after it. */
+const queued = new WeakMap<PoolClient, Promise<unknown>>();
 
 /** Queues COMMIT on the transaction's connection behind what is queued there (preparedQuery's `commitAfter`). */
-export function queueCommit(runner: QueryRunner, client: PoolClient): void {
+export function queueCommit(client: PoolClient): void {
   const commit = client.query('COMMIT');
   commit.catch(() => undefined); // awaited by TransactionRunner; this only keeps it from counting as unhandled
-  queued.set(runner, commit);
-  committed.add(client);
+  queued.set(client, commit);
 }
 
-/** The COMMIT queued ahead on `runner`'s transaction, if any. */
-export function commitQueued(runner: QueryRunner): Promise<unknown> | undefined {
-  return queued.get(runner);
-}
-
-/** Whether the transaction on `client` has its COMMIT queued: any later statement would run outside it. */
-export function isCommitQueued(client: PoolClient): boolean {
-  return committed.has(client);
+/** The COMMIT queued ahead on the transaction of `client`, if any: then any later statement would run outside it. */
+export function commitQueued(client: PoolClient): Promise<unknown> | undefined {
+  return queued.get(client);
 }
 
 /** Ends the mark once the transaction is over (before the connection goes back to the pool). */
-export function clearCommitQueued(runner: QueryRunner, client: PoolClient | undefined): void {
-  queued.delete(runner);
-  if (client) committed.delete(client);
+export function clearCommitQueued(client: PoolClient): void {
+  queued.delete(client);
 }

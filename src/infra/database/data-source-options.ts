@@ -2,7 +2,7 @@ import type { Duplex } from 'node:stream';
 import { Client, type ClientConfig, type PoolClient } from 'pg';
 import type { DataSourceOptions } from 'typeorm';
 import { MIGRATIONS } from '../../../migrations';
-import { isCommitQueued } from './commit-ahead';
+import { commitQueued } from './commit-ahead';
 import { SnakeNamingStrategy } from './snake-naming.strategy';
 
 export interface ConnectionSettings {
@@ -120,7 +120,7 @@ class ListenedClient extends Client {
 }
 
 (ListenedClient.prototype as unknown as { query: Query }).query = function (this: Client, ...args: unknown[]) {
-  if (isCommitQueued(this as PoolClient)) throw new Error('a statement queued after its transaction’s COMMIT');
+  if (commitQueued(this as PoolClient)) throw new Error('a statement queued after its transaction’s COMMIT');
   // pg's own, looked up at each call (a test's statement counting wraps it).
   return (Client.prototype.query as Query).apply(this, args);
 };

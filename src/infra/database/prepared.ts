@@ -30,7 +30,7 @@ export async function preparedQuery<T>(
   const named = (m.connection.options.extra as { namedStatements?: boolean } | undefined)?.namedStatements !== false;
   try {
     const answer = client.query<T & object>(named ? { name, text, values } : { text, values });
-    if (commitAfter && m.queryRunner) queueCommit(m.queryRunner, client);
+    if (commitAfter) queueCommit(client);
     const result = await answer;
     return result.rows;
   } catch (err) {

@@ -107,15 +107,14 @@ export class TransactionRunner {
       try {
         const result = await work(runner.manager);
         await begun;
-        const commit = commitQueued(runner);
-        ahead.queued = commit !== undefined;
+        const commit = commitQueued(client);
         if (commit) {
           await commit;
           closedOutsideTypeorm(runner);
         } else await runner.commitTransaction();
         return result;
       } catch (err) {
-        const commit = commitQueued(runner);
+        const commit = commitQueued(client);
         if (commit) {
           ahead.queued = true;
           // The transaction has ended: committed, or (a statement before the COMMIT failed) rolled back by it.
@@ -125,9 +124,10 @@ export class TransactionRunner {
         // The original error is the one to report, whatever the rollback meets (a dead connection, most likely).
         if (runner.isTransactionActive && !runner.isReleased) await runner.rollbackTransaction().catch(() => undefined);
         throw err;
+      } finally {
+        clearCommitQueued(client);
       }
     } finally {
-      clearCommitQueued(runner, (runner as { databaseConnection?: PoolClient }).databaseConnection);
       await runner.release();
     }
   }
