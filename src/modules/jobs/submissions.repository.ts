@@ -65,11 +65,17 @@ export class SubmissionsRepository {
    * statuses the state machine allows that outcome from: never a finished one), and it is its job's latest — then
    * the submission and its job finish, the job counted. Returns every locked row's facts as they were before, and
    * whether it finished it (if not, the caller tells why, from those facts). Unknown ids are left out.
+   *
+   * `expected`: finishing reports whose follow-ups the caller has queued behind this statement without waiting for
+   * its answer (the facts they assume remembered from the submission's start): each must finish here, from the
+   * `status` given, on a job without dependents. Should any not, the statement refuses (COMMIT_AHEAD_REFUSED,
+   * commit-ahead.ts), aborting the transaction before anything queued behind it applies.
    */
   async lockAndFinish(
     m: EntityManager,
     ids: string[],
     finishing: readonly FinishingReport[],
+    expected: readonly { id: string; status: SubmissionStatus }[] = [],
   ): Promise<Map<string, { submission: SubmissionFacts; job: JobFacts; finished: boolean }>> {
     if (ids.length === 0) return new Map();
     const rows = await preparedQuery<LockedRow & { finished: boolean }>(
@@ -98,8 +104,14 @@ export class SubmissionsRepository {
        ), jobs_finished AS (
          UPDATE jobs j SET status = ok.status, termination_reason = ok.reason, completion_counted = true
            FROM ok WHERE j.id = ok."jobId"
+       ), verdict AS (
+         SELECT CASE WHEN EXISTS (
+                  SELECT 1 FROM unnest($10::uuid[], $11::text[]) AS e(id, status) LEFT JOIN t ON t.id = e.id
+                   WHERE t.id IS NULL OR t.status::text <> e.status OR t."hasDependents"
+                      OR e.id NOT IN (SELECT id FROM finished))
+                THEN runplane_refuse_commit_ahead('a report did not end as its queued follow-ups assume') END AS refused
        )
-       SELECT t.*, t.id IN (SELECT id FROM finished) AS finished FROM t`,
+       SELECT t.*, t.id IN (SELECT id FROM finished) AS finished FROM verdict LEFT JOIN t ON true`,
       [
         ids,
         finishing.map((f) => f.id),
@@ -110,9 +122,14 @@ export class SubmissionsRepository {
         finishing.map((f) => f.exitStatus),
         finishing.map((f) => (f.runtimeData === null ? null : JSON.stringify(f.runtimeData))),
         finishing.map((f) => f.from.join(',')),
+        expected.map((e) => e.id),
+        expected.map((e) => e.status),
       ],
     );
-    return new Map(rows.map(({ finished, ...row }) => [row.id, { ...splitLocked(row), finished }]));
+    // Driven from the verdict's one row: nothing locked comes back as one row of nulls.
+    return new Map(
+      rows.filter((r) => r.id !== null).map(({ finished, ...row }) => [row.id, { ...splitLocked(row), finished }]),
+    );
   }
 
   /**

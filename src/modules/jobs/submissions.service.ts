@@ -12,7 +12,7 @@ import { type HolderFacts, SubmissionLocksRepository } from './submission-locks.
 import type { JobFacts, SubmissionFacts } from './submission-rows';
 import { type FinishedAttempt, type FinishingReport, SubmissionsRepository } from './submissions.repository';
 
-export type { Candidate, Capacity, ClaimedRow, HolderFacts, JobFacts, SubmissionFacts };
+export type { Candidate, Capacity, ClaimedRow, FinishingReport, HolderFacts, JobFacts, SubmissionFacts };
 
 /** Submission transitions of the worker lifecycle; every method runs in the caller's transaction. */
 @Injectable()
@@ -93,14 +93,15 @@ export class SubmissionsService {
   /**
    * Submissions with their jobs locked in one round trip (id order), the final reports of `finishing` written in
    * the same statement where the holder, the status and the latest submission allow them; see
-   * SubmissionsRepository.lockAndFinish.
+   * SubmissionsRepository.lockAndFinish (with `expected`, it refuses unless those reports finish as assumed).
    */
   lockAndFinish(
     m: EntityManager,
     submissionIds: string[],
     finishing: readonly FinishingReport[],
+    expected: readonly { id: string; status: SubmissionStatus }[] = [],
   ): Promise<Map<string, { submission: SubmissionFacts; job: JobFacts; finished: boolean }>> {
-    return this.subs.lockAndFinish(m, submissionIds, finishing);
+    return this.subs.lockAndFinish(m, submissionIds, finishing, expected);
   }
 
   /** Who holds the submission and its status, unlocked (a claimed submission's holder never changes). */

@@ -3,15 +3,18 @@ import { EntityManager } from 'typeorm';
 import { Env } from '../../config/env';
 import { DomainError, notFound } from '../../common/errors/domain-error';
 import { required } from '../../common/required';
+import { isCommitAheadRefused } from '../../infra/database/commit-ahead';
 import { BillingService } from '../billing/billing.service';
 import { JobGroupViewsService } from '../job-groups/job-group-views.service';
-import { JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
+import { type FinishingReport, JobFacts, SubmissionFacts, SubmissionsService } from '../jobs/submissions.service';
 import { RunAccessService } from '../runs/run-access.service';
 import { RunStatusService } from '../runs/run-status.service';
 import { HeartbeatsService } from './heartbeats.service';
 import { type FinishItem, JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type { CompleteResult, Report, ReportOutcome, RunningAnswer } from './lifecycle.types';
+import { OUTCOME_OF_STATUS } from './outcomes';
+import { StartedSubmissions } from './started-submissions';
 import {
   FinishedStatus,
   HELD_STATUSES,
@@ -81,14 +84,39 @@ function finishedAnswer(s: SubmissionFacts, job: JobFacts): CompleteResult {
   };
 }
 
+/** The final reports the statement locking their submissions writes where they stand (those no retry concerns). */
+function finishingOf(items: readonly HeldReport[]): FinishingReport[] {
+  return items.flatMap(({ holder, report: r }) =>
+    r.kind === 'complete' && !isRetryableStatus(r.body.status)
+      ? [
+          {
+            id: r.submissionId,
+            holder,
+            status: r.body.status,
+            reason: r.body.termination_reason,
+            exitStatus: r.body.exit_status ?? null,
+            runtimeData: r.body.runtime_data ?? null,
+            from: heldStatusesAllowing(r.body.status, r.body.termination_reason),
+          },
+        ]
+      : [],
+  );
+}
+
 /**
  * Applies workers' reports about distinct submissions (of any workers) together in the caller's transaction,
  * set-based: one statement per step for all of them, each report judged and answered exactly as its single route
  * would. Locks in LOCK_ORDER (lock-order.ts): submissions with their jobs, billing, counters; statuses follow the
  * commit.
+ *
+ * Where every report is a success or cancellation of a submission this instance started (StartedSubmissions), the
+ * whole transaction goes out in one round trip: billing and counting queued behind the locking statement on the facts
+ * its start left, COMMIT behind them (applyAssumed).
  */
 @Injectable()
 export class ReportApplier {
+  private readonly started = new StartedSubmissions();
+
   constructor(
     private readonly subs: SubmissionsService,
     private readonly groups: JobGroupViewsService,
@@ -108,29 +136,16 @@ export class ReportApplier {
    * counted), then starts. Answers in the items' order.
    */
   async apply(m: EntityManager, items: readonly HeldReport[]): Promise<ReportOutcome[]> {
+    const assumed = this.assumedFinishes(items);
+    if (assumed) return this.applyAssumed(m, items, assumed);
     const reports = items.map((h) => h.report);
     // Heartbeats lock their submissions alone: a running job's row may be held FOR SHARE a while by an add-jobs
     // request naming it as a parent, and a heartbeat must not wait for that.
     // Final reports that no retry policy can concern are written by the statement that locks them, where allowed.
-    const finishing = items.flatMap(({ holder, report: r }) =>
-      r.kind === 'complete' && !isRetryableStatus(r.body.status)
-        ? [
-            {
-              id: r.submissionId,
-              holder,
-              status: r.body.status,
-              reason: r.body.termination_reason,
-              exitStatus: r.body.exit_status ?? null,
-              runtimeData: r.body.runtime_data ?? null,
-              from: heldStatusesAllowing(r.body.status, r.body.termination_reason),
-            },
-          ]
-        : [],
-    );
     const locked = await this.subs.lockAndFinish(
       m,
       reports.filter((r) => r.kind !== 'heartbeat').map((r) => r.submissionId),
-      finishing,
+      finishingOf(items),
     );
     const beating = await this.subs.lockSubmissions(
       m,
@@ -158,9 +173,10 @@ export class ReportApplier {
         const s = owned(found?.submission, r.submissionId, holder);
         const job = required(found, `submission ${r.submissionId}`).job;
         if (r.kind === 'running') {
-          if (s.status === 'running')
+          if (s.status === 'running') {
+            this.started.remember(s, job);
             out[i] = { answer: { status: s.status, lease_expires_at: s.leaseExpiresAt?.toISOString() ?? null } };
-          else if (!isAllowedTransition(s.status, 'running'))
+          } else if (!isAllowedTransition(s.status, 'running'))
             throw stale(`submission ${s.id} is ${s.status}, not provisioning`);
           else starts.push({ i, s, job, provisioningData: r.body.provisioning_data ?? null });
         } else {
@@ -201,12 +217,76 @@ export class ReportApplier {
   }
 
   /**
+   * The final reports, each as it would finish, when all of them are successes or cancellations (no retry, no
+   * fail-fast to follow) that their holders report from `running`, of submissions this instance started whose jobs
+   * had no dependents then; else null (the ordinary path).
+   */
+  private assumedFinishes(items: readonly HeldReport[]): FinishItem[] | null {
+    const out: FinishItem[] = [];
+    for (const { holder, report: r } of items) {
+      if (r.kind !== 'complete') return null;
+      const { status, termination_reason: reason } = r.body;
+      if (isRetryableStatus(status) || OUTCOME_OF_STATUS[status] === 'failed') return null;
+      const known = this.started.get(r.submissionId);
+      if (!known || known.job.hasDependents) return null;
+      const s = known.submission;
+      if (s.workerId !== holder.workerId || s.claimedByUserId !== holder.userId) return null;
+      if (!isAllowedTransition(s.status, status, reason)) return null;
+      out.push({
+        submission: s,
+        job: known.job,
+        status,
+        reason,
+        exitStatus: r.body.exit_status ?? null,
+        runtimeData: null,
+        written: true,
+      });
+    }
+    return out;
+  }
+
+  /**
+   * Final reports applied on the facts their starts left (assumedFinishes), in one round trip: the statement that
+   * locks and finishes them, then billing and counting queued behind it without waiting for its answer (and COMMIT
+   * behind those: JobFinisher). The locking statement refuses unless each report finished as assumed (a status
+   * changed meanwhile: a lapsed lease, a cancellation; a dependent added); the transaction then aborts, those
+   * submissions are forgotten, and TransactionRunner runs it again the ordinary way.
+   */
+  private async applyAssumed(
+    m: EntityManager,
+    items: readonly HeldReport[],
+    assumed: FinishItem[],
+  ): Promise<ReportOutcome[]> {
+    const ids = assumed.map((f) => f.submission.id);
+    const locking = this.subs.lockAndFinish(
+      m,
+      ids,
+      finishingOf(items),
+      assumed.map((f) => ({ id: f.submission.id, status: f.submission.status })),
+    );
+    locking.catch((err: unknown) => {
+      if (isCommitAheadRefused(err)) this.started.forget(ids);
+    });
+    let finished: CompleteResult[];
+    try {
+      finished = await this.finisher.finishAll(m, assumed, false, true);
+    } catch (err) {
+      // Statements queued behind a refusal fail as "transaction aborted": the refusal is the cause.
+      await locking;
+      throw err;
+    }
+    await locking;
+    this.started.forget(ids);
+    return finished.map((answer) => ({ answer }));
+  }
+
+  /**
    * Starts attempts (submissions locked, each held and provisioning): submissions and jobs `running` with fresh
    * leases, billing's clocks started with the pinned quantities, the runs' active counts moved, their events.
    */
   private async start(
     m: EntityManager,
-    items: readonly { s: SubmissionFacts; provisioningData: Record<string, unknown> | null }[],
+    items: readonly { s: SubmissionFacts; job: JobFacts; provisioningData: Record<string, unknown> | null }[],
   ): Promise<RunningAnswer[]> {
     if (items.length === 0) return [];
     const started = await this.subs.startAll(
@@ -241,6 +321,7 @@ export class ReportApplier {
       items.map((i) => i.s),
       'running',
     );
+    for (const { s, job } of items) this.started.remember({ ...s, status: 'running' }, job);
     return items.map((i) => ({
       status: 'running',
       lease_expires_at: required(started.get(i.s.id), `the start of submission ${i.s.id}`).leaseExpiresAt.toISOString(),
