@@ -92,6 +92,7 @@ export const OWN_DATABASES = [
   'tokens',
   'schema',
   'commitahead',
+  'started',
 ] as const;
 export type OwnDatabase = (typeof OWN_DATABASES)[number];
 
