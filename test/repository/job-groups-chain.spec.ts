@@ -2,6 +2,7 @@ import { Client } from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 import { COUNTER_TOKENS } from '../../src/modules/job-groups/counter-tokens';
 import { JobGroupCounterReadsRepository } from '../../src/modules/job-groups/job-group-counter-reads.repository';
+import { JobGroupCounterDeltasRepository } from '../../src/modules/job-groups/job-group-counter-deltas.repository';
 import { JobGroupCountersRepository } from '../../src/modules/job-groups/job-group-counters.repository';
 import { type ActiveCounts, type Counts, NO_COUNTS } from '../../src/modules/job-groups/job-group-rows';
 import {
@@ -22,10 +23,12 @@ import { describeRealPostgres } from '../support/test-app';
 describe('JobGroupCountersRepository: lockChain and lockChainAndCount on token rows', () => {
   let ds: DataSource;
   let repo: JobGroupCountersRepository;
+  let deltas: JobGroupCounterDeltasRepository;
   let reads: JobGroupCounterReadsRepository;
   beforeAll(async () => {
     ds = await openDataSource();
     repo = new JobGroupCountersRepository();
+    deltas = new JobGroupCounterDeltasRepository();
     reads = new JobGroupCounterReadsRepository(ds);
   });
   afterAll(() => ds.destroy());
@@ -168,7 +171,7 @@ describe('JobGroupCountersRepository: lockChain and lockChainAndCount on token r
     async (_label, cancelledGroup) => {
       await inRolledBackTransaction(ds, async (m) => {
         const runId = await seedCounted(m);
-        await repo.markCancelled(m, runId, cancelledGroup);
+        await deltas.markCancelled(m, runId, cancelledGroup);
         const before = await rowsOf(m, runId);
         const { levels, counted } = await repo.lockChainAndCount(
           m,
@@ -308,7 +311,7 @@ describe('JobGroupCountersRepository: lockChain and lockChainAndCount on token r
       const counter = await openTransaction(ds);
       try {
         await repo.lockChain(canceller.manager, runId, 1, 0, [1]);
-        await repo.markCancelled(canceller.manager, runId, 1);
+        await deltas.markCancelled(canceller.manager, runId, 1);
         const before = await rowsOf(ds, runId);
         const waiting = repo.lockChainAndCount(
           counter.manager,

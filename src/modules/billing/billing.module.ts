@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { ProjectsModule } from '../projects/projects.module';
 import { UsersModule } from '../users/users.module';
 import { BillingReportController } from './billing-report.controller';
+import { BillingCostsRepository } from './billing-costs.repository';
 import { BillingRepository } from './billing.repository';
 import { BudgetService } from './budget.service';
 import { BillingService } from './billing.service';
@@ -35,7 +36,7 @@ import { AdminResourcesController, ResourcesController } from './resources.contr
     UsersModule,
   ],
   controllers: [ResourcesController, AdminResourcesController, BillingReportController],
-  providers: [BillingRepository, BillingService, BudgetService, RequestableResourcesService],
+  providers: [BillingRepository, BillingCostsRepository, BillingService, BudgetService, RequestableResourcesService],
   exports: [BillingService, BudgetService],
 })
 export class BillingModule {}

@@ -8,7 +8,8 @@ import { BackgroundLoopsService } from '../../infra/loops/background-loops.servi
 import { InvariantsRegistry } from '../../infra/invariants/invariants.registry';
 import { required } from '../../common/required';
 import { BillingReportRow, CostReport, NewRateDto, ReportDimension, ResourceView } from './dto/billing.dto';
-import { BillingRepository, CostRow, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
+import { BillingCostsRepository, CostRow } from './billing-costs.repository';
+import { BillingRepository, NewAttempt, ResourceRow, TOKENS } from './billing.repository';
 import { RequestableResourcesService } from './requestable-resources.service';
 import { FromReplica } from '../../infra/database/read-replica';
 
@@ -51,6 +52,7 @@ export class BillingService implements OnModuleInit {
   constructor(
     private readonly tx: TransactionRunner,
     private readonly billing: BillingRepository,
+    private readonly costs: BillingCostsRepository,
     private readonly loops: BackgroundLoopsService,
     private readonly invariants: InvariantsRegistry,
     private readonly requestable: RequestableResourcesService,
@@ -140,22 +142,22 @@ export class BillingService implements OnModuleInit {
 
   /** Costs of many runs in one statement, exact now. */
   async runCosts(runIds: string[], m?: EntityManager): Promise<Map<string, CostReport>> {
-    const rows = await this.billing.runCosts(runIds, m);
+    const rows = await this.costs.runCosts(runIds, m);
     return new Map(runIds.map((id) => [id, toCostReport(rows.filter((r) => r.key === id))]));
   }
 
   /** Cost so far of each submission (0 for one that never ran), in one statement. */
   async submissionCosts(submissionIds: string[], m?: EntityManager): Promise<Map<string, number>> {
-    const rows = await this.billing.submissionCosts(submissionIds, m);
+    const rows = await this.costs.submissionCosts(submissionIds, m);
     return new Map(rows.map((r) => [r.id, num(r.cost)]));
   }
 
   async groupCost(runId: string, jobGroupId: number): Promise<CostReport> {
-    return toCostReport(await this.billing.groupCost(runId, jobGroupId));
+    return toCostReport(await this.costs.groupCost(runId, jobGroupId));
   }
 
   async projectCost(projectId: string): Promise<CostReport> {
-    return toCostReport(await this.billing.projectCost(projectId));
+    return toCostReport(await this.costs.projectCost(projectId));
   }
 
   /** 402 when the project's accrued cost (running work included) is at or over its limit. */
@@ -182,7 +184,7 @@ export class BillingService implements OnModuleInit {
     if (Number.isNaN(Date.parse(`${to}T00:00:00Z`))) throw validationFailed('to', 'is not a valid date');
     if (to < from) throw validationFailed('to', 'must not be before from');
     // One more than the maximum tells a report too big for one answer: refused, never cut silently.
-    const rows = await this.billing.report(projectId, from, to, by, MAX_REPORT_ROWS + 1);
+    const rows = await this.costs.report(projectId, from, to, by, MAX_REPORT_ROWS + 1);
     if (rows.length > MAX_REPORT_ROWS) {
       throw validationFailed(
         'to',

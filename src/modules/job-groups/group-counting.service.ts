@@ -9,6 +9,7 @@ import {
   outcomeDelta,
 } from '../lifecycle/outcomes';
 import { counterToken } from './counter-tokens';
+import { JobGroupCounterDeltasRepository } from './job-group-counter-deltas.repository';
 import { JobGroupCountersRepository } from './job-group-counters.repository';
 import type { ActiveDelta, ChainLevel, CountsDelta } from './job-group-rows';
 import { JobGroupsRepository } from './job-groups.repository';
@@ -25,6 +26,7 @@ export class GroupCountingService {
     private readonly groups: JobGroupsService,
     private readonly tree: JobGroupsRepository,
     private readonly counters: JobGroupCountersRepository,
+    private readonly deltas: JobGroupCounterDeltasRepository,
   ) {}
 
   /**
@@ -221,7 +223,7 @@ export class GroupCountingService {
       const left = leftPending.get(c.jobGroupId);
       if (left !== undefined && c.ancestorId !== 0) at(c.ancestorId).pending -= left;
     }
-    await this.counters.addCascadeCounts(m, runId, token, increments);
+    await this.deltas.addCascadeCounts(m, runId, token, increments);
     return { uncountedGroups: [...uncounted] };
   }
 
@@ -234,13 +236,13 @@ export class GroupCountingService {
     const all = await this.tree.chainCancellations(chain.runId, chain.levels[0].jobGroupId, m);
     if (all.some((c) => cancelledJobOutcome(c).status === 'aborted')) return false;
     const ids = chain.levels.map((l) => l.jobGroupId);
-    await this.counters.addCounts(m, chain.runId, ids, counterToken(m), delta);
+    await this.deltas.addCounts(m, chain.runId, ids, counterToken(m), delta);
     return true;
   }
 
   /** Moves the run's active counts (on the root's row of the transaction's token). */
   async moveActive(m: EntityManager, runId: string, d: ActiveDelta): Promise<void> {
     if (!d.nProvisioning && !d.nRunning && !d.nRetrying && !d.nPending) return;
-    await this.counters.moveActive(m, runId, counterToken(m), d);
+    await this.deltas.moveActive(m, runId, counterToken(m), d);
   }
 }

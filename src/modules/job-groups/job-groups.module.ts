@@ -5,6 +5,7 @@ import { JobGroupCancellation } from './entities/job-group-cancellation.entity';
 import { JobGroupCounters } from './entities/job-group-counters.entity';
 import { JobGroupSelfAndAncestor } from './entities/job-group-self-and-ancestor.entity';
 import { JobGroupCounterReadsRepository } from './job-group-counter-reads.repository';
+import { JobGroupCounterDeltasRepository } from './job-group-counter-deltas.repository';
 import { JobGroupCountersRepository } from './job-group-counters.repository';
 import { JobGroupInvariantsService } from './job-group-invariants.service';
 import { JobGroupViewsService } from './job-group-views.service';
@@ -21,6 +22,7 @@ import { GroupCountingService } from './group-counting.service';
   providers: [
     JobGroupsRepository,
     JobGroupCountersRepository,
+    JobGroupCounterDeltasRepository,
     JobGroupCounterReadsRepository,
     JobGroupsService,
     GroupCountingService,

@@ -16,6 +16,7 @@ import {
 } from './group-counts';
 import { type GroupTreeRequest, planTree } from './group-tree';
 import { JobGroupCounterReadsRepository } from './job-group-counter-reads.repository';
+import { JobGroupCounterDeltasRepository } from './job-group-counter-deltas.repository';
 import { JobGroupCountersRepository } from './job-group-counters.repository';
 import type { ChainLevel, CountsDelta } from './job-group-rows';
 import { JobGroupsRepository } from './job-groups.repository';
@@ -56,6 +57,7 @@ export class JobGroupsService {
   constructor(
     private readonly groups: JobGroupsRepository,
     private readonly counters: JobGroupCountersRepository,
+    private readonly deltas: JobGroupCounterDeltasRepository,
     private readonly reads: JobGroupCounterReadsRepository,
   ) {}
 
@@ -93,7 +95,7 @@ export class JobGroupsService {
         alwaysRun.set(a, (alwaysRun.get(a) ?? 0) + (alwaysRunPerGroup.get(g) ?? 0));
         pending.set(a, (pending.get(a) ?? 0) + (pendingPerGroup.get(g) ?? 0));
       }
-    await this.counters.addJobCounts(m, runId, counterToken(m), recursive, alwaysRun, pending);
+    await this.deltas.addJobCounts(m, runId, counterToken(m), recursive, alwaysRun, pending);
     await this.groups.setStatuses(
       m,
       runId,
@@ -152,14 +154,7 @@ export class JobGroupsService {
   /** Counts `n` new jobs (`alwaysRun` and `pending` of them so) into a locked chain. */
   async addJobs(m: EntityManager, chain: Chain, n: number, alwaysRun = 0, pending = 0): Promise<void> {
     const ids = chain.levels.map((l) => l.jobGroupId);
-    await this.counters.addCounts(
-      m,
-      chain.runId,
-      ids,
-      counterToken(m),
-      { nJobs: n, nAlwaysRunOpen: alwaysRun },
-      pending,
-    );
+    await this.deltas.addCounts(m, chain.runId, ids, counterToken(m), { nJobs: n, nAlwaysRunOpen: alwaysRun }, pending);
   }
 
   /**
@@ -209,14 +204,14 @@ export class JobGroupsService {
   ): Promise<{ cancellation: Cancellation; counted: CountsDelta }> {
     const target = required(levels[0].exact, `the counters of group ${levels[0].jobGroupId}, locked whole`);
     const cancellation = await this.groups.insertCancellation(m, runId, levels[0].jobGroupId, by, reason);
-    await this.counters.markCancelled(m, runId, levels[0].jobGroupId);
+    await this.deltas.markCancelled(m, runId, levels[0].jobGroupId);
     // always_run jobs go on running (and are counted when they finish) unless this is an abort, which stops them.
     const abort = cancelledJobOutcome(cancellation).status === 'aborted';
     const open = target.nAlwaysRunOpen ?? 0;
     const k = target.nJobs - target.nCompleted - (abort ? 0 : open);
     if (k === 0) return { cancellation, counted: {} };
     const counted = { nCompleted: k, nCancelled: k, nAborted: abort ? k : 0, nAlwaysRunOpen: abort ? -open : 0 };
-    await this.counters.addCounts(
+    await this.deltas.addCounts(
       m,
       runId,
       levels.map((l) => l.jobGroupId),
