@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { DONE } from '../../bench/reference-worker';
+import { DONE, ERROR } from '../../bench/reference-worker';
 import { COMMIT_AHEAD_REFUSED } from '../../src/infra/database/commit-ahead';
 import { MetricsService } from '../../src/infra/metrics/metrics.service';
 import { ServerTransitionsService } from '../../src/modules/lifecycle/server-transitions.service';
@@ -148,6 +148,21 @@ describeRealPostgres('final reports of submissions this instance started', () =>
     expect((await w.complete(b.id, DONE)).status).toBe(200);
     expect(await refusals()).toBe(before);
     expect(await rootCounts(run.id)).toMatchObject({ n_jobs: 2, n_completed: 2, n_succeeded: 2 });
+  });
+
+  it('a failure, applied the ordinary way, forgets the start: a later success is stale with no refusal', async () => {
+    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
+    const w = makeWorker(t, service, 'started-failed');
+    const [s] = await claimFor(w, run.id, 1);
+    expect((await w.running(s.id)).status).toBe(200);
+    const before = await refusals();
+    expect((await w.complete(s.id, ERROR)).body).toMatchObject({ status: 'failed', retry_submission: null });
+    // Remembered still, this report would be sent on the start's facts and refused (RP001) before its 409.
+    const late = await w.complete(s.id, DONE);
+    expect(late.status).toBe(409);
+    expect(late.body.code).toBe('STALE_SUBMISSION');
+    expect(await refusals()).toBe(before);
+    expect(await rootCounts(run.id)).toMatchObject({ n_jobs: 1, n_completed: 1, n_failed: 1 });
   });
 
   it('a dependent added while it ran: refused once, then the dependent released the ordinary way', async () => {

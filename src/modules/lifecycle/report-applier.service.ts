@@ -139,6 +139,9 @@ export class ReportApplier {
     const assumed = this.assumedFinishes(items);
     if (assumed) return this.applyAssumed(m, items, assumed);
     const reports = items.map((h) => h.report);
+    // A final report ends what the start left, however it ends (failures and retries take this path): forgotten
+    // now, or each would stay remembered until evicted (~1 KiB each, up to MAX_REMEMBERED).
+    this.started.forget(reports.flatMap((r) => (r.kind === 'complete' ? [r.submissionId] : [])));
     // Heartbeats lock their submissions alone: a running job's row may be held FOR SHARE a while by an add-jobs
     // request naming it as a parent, and a heartbeat must not wait for that.
     // Final reports that no retry policy can concern are written by the statement that locks them, where allowed.
