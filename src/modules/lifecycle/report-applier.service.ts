@@ -140,7 +140,7 @@ export class ReportApplier {
     if (assumed) return this.applyAssumed(m, items, assumed);
     const reports = items.map((h) => h.report);
     // A final report ends what the start left, however it ends (failures and retries take this path): forgotten
-    // now, or each would stay remembered until evicted (~1 KiB each, up to MAX_REMEMBERED).
+    // now, or each would stay remembered until evicted (StartedSubmissions: ~2 KiB each).
     this.started.forget(reports.flatMap((r) => (r.kind === 'complete' ? [r.submissionId] : [])));
     // Heartbeats lock their submissions alone: a running job's row may be held FOR SHARE a while by an add-jobs
     // request naming it as a parent, and a heartbeat must not wait for that.
