@@ -4,8 +4,9 @@ import { preparedQuery } from '../../infra/database/prepared';
 import type { ActiveDelta, CountsDelta } from './job-group-rows';
 
 /**
- * Deltas added to group counter rows on one token, rows the caller has locked first (JobGroupCountersRepository,
- * in LOCK_ORDER): jobs added, finished, cancelled in a cascade, and the run's active counts.
+ * Deltas added to group counter rows on one token: jobs added, finished, cancelled in a cascade, and the run's active
+ * counts. Callers keep LOCK_ORDER (lock-order.ts): a chain's rows locked first (JobGroupCountersRepository), the
+ * root's row last.
  */
 @Injectable()
 export class JobGroupCounterDeltasRepository {
