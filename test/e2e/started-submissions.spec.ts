@@ -150,19 +150,73 @@ describeRealPostgres('final reports of submissions this instance started', () =>
     expect(await rootCounts(run.id)).toMatchObject({ n_jobs: 2, n_completed: 2, n_succeeded: 2 });
   });
 
-  it('a failure, applied the ordinary way, forgets the start: a later success is stale with no refusal', async () => {
-    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec() }] });
-    const w = makeWorker(t, service, 'started-failed');
+  it('a failure its run retries goes the ordinary way and forgets the start: a late success is stale', async () => {
+    const run = await makeRun(t, owner, project, { retry: { on_events: ['error'], max_attempts: 2 } });
+    const w = makeWorker(t, service, 'started-retried');
     const [s] = await claimFor(w, run.id, 1);
     expect((await w.running(s.id)).status).toBe(200);
     const before = await refusals();
-    expect((await w.complete(s.id, ERROR)).body).toMatchObject({ status: 'failed', retry_submission: null });
+    const failed = await w.complete(s.id, ERROR);
+    expect(failed.body).toMatchObject({ status: 'failed', retry_submission: { submission_num: 1 } });
     // Remembered still, this report would be sent on the start's facts and refused (RP001) before its 409.
     const late = await w.complete(s.id, DONE);
     expect(late.status).toBe(409);
     expect(late.body.code).toBe('STALE_SUBMISSION');
     expect(await refusals()).toBe(before);
-    expect(await rootCounts(run.id)).toMatchObject({ n_jobs: 1, n_completed: 1, n_failed: 1 });
+    expect(await rootCounts(run.id)).toMatchObject({ n_jobs: 1, n_completed: 0 });
+  });
+
+  it('a failure no retry concerns goes out whole, and is counted as one', async () => {
+    const run = await makeRun(t, owner, project, { jobs: [{ spec: jobSpec(), replicas: 2 }] });
+    const w = makeWorker(t, service, 'started-failure');
+    const held = await claimFor(w, run.id, 2);
+    for (const s of held) expect((await w.running(s.id)).status).toBe(200);
+    // The run's retry policy (none) is remembered once one of its reports was judged the ordinary way.
+    expect((await w.complete(held[0].id, DONE)).status).toBe(200);
+    const before = await refusals();
+    const events = await wireOf('lock and finish', async () =>
+      expect((await w.complete(held[1].id, ERROR)).body).toMatchObject({ status: 'failed', retry_submission: null }),
+    );
+    const locking = events.indexOf('send lock and finish');
+    const sentBeforeAnswer = events.slice(locking, events.indexOf('answer lock and finish'));
+    expect(sentBeforeAnswer.filter((e) => e.startsWith('send '))).toEqual([
+      'send lock and finish',
+      'send billing',
+      'send counting',
+      'send COMMIT',
+    ]);
+    expect(await refusals()).toBe(before);
+    expect(await rootCounts(run.id)).toMatchObject({ n_jobs: 2, n_completed: 2, n_succeeded: 1, n_failed: 1 });
+  });
+
+  it('a failure on a chain with fail-fast: refused once, then the group fails fast exactly once', async () => {
+    const run = await makeRun(t, owner, project, {
+      job_groups: [{ ref: 'ff', cancel_after_n_failures: 1 }],
+      jobs: [{ group_ref: 'ff', spec: jobSpec(), replicas: 3 }],
+    });
+    const w = makeWorker(t, service, 'started-failfast');
+    const held = await claimFor(w, run.id, 3);
+    for (const s of held) expect((await w.running(s.id)).status).toBe(200);
+    const before = await refusals();
+    const failed = await t.http
+      .post('/internal/v1/submissions/reports')
+      .set(service.auth)
+      .send({
+        worker_id: 'started-failfast',
+        reports: held.slice(0, 2).map((s) => ({ submission_id: s.id, kind: 'complete', ...ERROR })),
+      })
+      .expect(200);
+    expect(failed.body.results.map((r: { status_code: number }) => r.status_code)).toEqual([200, 200]);
+    expect(await refusals()).toBe(before + 1);
+    const cancellations = await t.dataSource.query(
+      `SELECT job_group_id, reason FROM job_groups_cancelled WHERE run_id = $1`,
+      [run.id],
+    );
+    expect(cancellations).toEqual([expect.objectContaining({ reason: 'fail_fast' })]);
+    // The run is now counted the ordinary way on this instance: its next failure is not refused again.
+    const third = await w.complete(held[2].id, ERROR);
+    expect([200, 409]).toContain(third.status);
+    expect(await refusals()).toBe(before + 1);
   });
 
   it('a dependent added while it ran: refused once, then the dependent released the ordinary way', async () => {

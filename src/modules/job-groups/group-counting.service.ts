@@ -37,10 +37,10 @@ export class GroupCountingService {
    * same call count together, then the threshold is checked). Returns which of `jobs` were not counted (by index),
    * and the fail-fast cancellations made. A lone chain is locked and counted in one statement.
    *
-   * `lastInTransaction`: the caller has nothing more to do in its transaction, so where no failure is counted (no
-   * fail-fast to follow) COMMIT goes right behind the counting statement (commit-ahead.ts), which then refuses
-   * rather than leave jobs uncounted (COMMIT_AHEAD_REFUSED: TransactionRunner runs the transaction again, in which
-   * the caller, having seen the error, does not ask again).
+   * `lastInTransaction`: the caller has nothing more to do in its transaction, so COMMIT goes right behind the
+   * counting statement (commit-ahead.ts), which then refuses rather than leave jobs uncounted or count failures on a
+   * chain with fail-fast, whose threshold is checked after it (COMMIT_AHEAD_REFUSED: TransactionRunner runs the
+   * transaction again, in which the caller, having seen the error, does not ask again).
    */
   async countOutcomes(
     m: EntityManager,
@@ -51,7 +51,7 @@ export class GroupCountingService {
   ): Promise<{ uncounted: number[]; cancellations: Cancellation[] }> {
     const groupIds = [...new Set(jobs.map((j) => j.jobGroupId))];
     const failed = jobs.some((j) => j.outcome === 'failed');
-    const commitAfter = lastInTransaction && !failed;
+    const commitAfter = lastInTransaction;
     if (groupIds.length === 1) return this.countOneChain(m, runId, groupIds[0], jobs, active, commitAfter);
     const perGroup = new Map<number, CountsDelta>();
     for (const j of jobs) {

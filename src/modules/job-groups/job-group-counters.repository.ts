@@ -35,13 +35,16 @@ const LOCK_CHAIN = `WITH locked AS (
 /**
  * The one-row subquery a counting statement's result is driven from (so that it is evaluated even when nothing was
  * locked): with `strict` (the statement is its transaction's last, COMMIT queued behind it: commit-ahead.ts) it
- * refuses where the caller would have more to do (`uncounted`: jobs a cancelled level leaves out) or the chain is
- * gone (no root row locked).
+ * refuses where the caller would have more to do: jobs a cancelled level leaves out (`uncounted`), failures counted
+ * on a level with fail-fast (`failures`: its threshold is the caller's to check, and a cancellation to make), or a
+ * chain gone (no root row locked).
  */
-function refusal(strict: string, uncounted: string): string {
+function refusal(strict: string, uncounted: string, failures: string): string {
   return `SELECT CASE WHEN ${strict}
-                       AND ((${uncounted}) OR NOT EXISTS (SELECT 1 FROM locked WHERE "jobGroupId" = 0))
-                      THEN runplane_refuse_commit_ahead('jobs left uncounted, or the chain is gone') END AS refused`;
+                       AND ((${uncounted}) OR NOT EXISTS (SELECT 1 FROM locked WHERE "jobGroupId" = 0)
+                            OR (${failures} AND EXISTS (SELECT 1 FROM locked WHERE "cancelAfterNFailures" IS NOT NULL)))
+                      THEN runplane_refuse_commit_ahead('jobs left uncounted, fail-fast to check, or the chain is gone')
+                  END AS refused`;
 }
 
 /** The rows a refusal-driven statement returns for what it locked (none: its one row is all nulls). */
@@ -78,7 +81,7 @@ const LOCK_CHAIN_AND_COUNT = `${LOCK_CHAIN},
               coalesce(u."nProvisioning", l."nProvisioning") AS "nProvisioning",
               coalesce(u."nRunning", l."nRunning") AS "nRunning", coalesce(u."nRetrying", l."nRetrying") AS "nRetrying",
               coalesce(u."nPending", l."nPending") AS "nPending", chk.refused
-         FROM (${refusal('$17', 'NOT (SELECT counted FROM verdict)')}) chk
+         FROM (${refusal('$17', 'NOT (SELECT counted FROM verdict)', '$5')}) chk
          LEFT JOIN (locked l CROSS JOIN verdict v
                     LEFT JOIN updated u ON u."jobGroupId" = l."jobGroupId" AND u.token = l.token) ON true
         ORDER BY l.level, l.token`;
@@ -148,7 +151,8 @@ export class JobGroupCountersRepository {
    * lockChain and, unless a locked level is cancelled, counting `d` into the token's row of every level, in one
    * statement; the run's active counts on the root's token row move by `active` either way. Returns the levels as
    * they stand afterwards (sums where locked whole) and whether `d` was counted. With `commitAfter` the statement is
-   * its transaction's last (COMMIT queued behind it): it refuses, rather than answer not counted or nothing locked.
+   * its transaction's last (COMMIT queued behind it): it refuses, rather than answer not counted or nothing locked,
+   * or count failures (`failFastExact`) on a chain with fail-fast.
    */
   async lockChainAndCount(
     m: EntityManager,
@@ -197,7 +201,7 @@ export class JobGroupCountersRepository {
    * cancelled (that cancellation counted them); `active` moves the run's active counts on the root's token row either
    * way. Returns the locked rows as they were before (which of the groups lie below each), and the groups not counted.
    * With `commitAfter`, the transaction's last statement (as lockChainAndCount's): it refuses rather than leave any
-   * group uncounted or lock no root row.
+   * group uncounted, lock no root row, or count failures (`failFastExact`) on a level with fail-fast.
    */
   async countChains(
     m: EntityManager,
@@ -253,7 +257,7 @@ export class JobGroupCountersRepository {
        SELECT l.*, (SELECT array_agg(ch.g) FROM chains ch WHERE ch.level = l."jobGroupId") AS below,
               (SELECT coalesce(array_agg(v.g), '{}') FROM verdict v WHERE NOT v.counted) AS uncounted,
               (SELECT count(*) FROM updated) AS written, chk.refused
-         FROM (${refusal('$15', 'EXISTS (SELECT 1 FROM verdict WHERE NOT counted)')}) chk
+         FROM (${refusal('$15', 'EXISTS (SELECT 1 FROM verdict WHERE NOT counted)', '$10')}) chk
          LEFT JOIN locked l ON true
         ORDER BY l.level DESC, l."jobGroupId", l.token`,
       [

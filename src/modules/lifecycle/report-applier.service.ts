@@ -13,7 +13,7 @@ import { HeartbeatsService } from './heartbeats.service';
 import { type FinishItem, JobFinisher } from './job-finisher.service';
 import { LifecycleEvents } from './lifecycle-events.service';
 import type { CompleteResult, Report, ReportOutcome, RunningAnswer } from './lifecycle.types';
-import { OUTCOME_OF_STATUS } from './outcomes';
+import { shouldRetry } from './retry-policy';
 import { StartedSubmissions } from './started-submissions';
 import {
   FinishedStatus,
@@ -84,10 +84,13 @@ function finishedAnswer(s: SubmissionFacts, job: JobFacts): CompleteResult {
   };
 }
 
-/** The final reports the statement locking their submissions writes where they stand (those no retry concerns). */
-function finishingOf(items: readonly HeldReport[]): FinishingReport[] {
+/**
+ * The final reports the statement locking their submissions writes where they stand: those no retry concerns, by
+ * their status or, for `finalFailures`, as the run's retry policy has judged them already.
+ */
+function finishingOf(items: readonly HeldReport[], finalFailures: ReadonlySet<string> = new Set()): FinishingReport[] {
   return items.flatMap(({ holder, report: r }) =>
-    r.kind === 'complete' && !isRetryableStatus(r.body.status)
+    r.kind === 'complete' && (!isRetryableStatus(r.body.status) || finalFailures.has(r.submissionId))
       ? [
           {
             id: r.submissionId,
@@ -220,18 +223,24 @@ export class ReportApplier {
   }
 
   /**
-   * The final reports, each as it would finish, when all of them are successes or cancellations (no retry, no
-   * fail-fast to follow) that their holders report from `running`, of submissions this instance started whose jobs
-   * had no dependents then; else null (the ordinary path).
+   * The final reports, each as it would finish, when all of them are final outcomes (no retry to follow: a success, a
+   * cancellation, or a failure the run's remembered retry policy does not retry) that their holders report from
+   * `running`, of submissions this instance started whose jobs had no dependents then; else null (the ordinary
+   * path). Fail-fast is the counting statement's to refuse (a failure counted on a level with fail-fast).
    */
   private assumedFinishes(items: readonly HeldReport[]): FinishItem[] | null {
     const out: FinishItem[] = [];
     for (const { holder, report: r } of items) {
       if (r.kind !== 'complete') return null;
       const { status, termination_reason: reason } = r.body;
-      if (isRetryableStatus(status) || OUTCOME_OF_STATUS[status] === 'failed') return null;
       const known = this.started.get(r.submissionId);
       if (!known || known.job.hasDependents) return null;
+      if (isRetryableStatus(status)) {
+        // Judged as JobFinisher will judge it, on the same facts: a "no" stays a "no" (the time allowed only runs out).
+        const retry = this.runAccess.rememberedRetryPolicy(known.submission.runId);
+        if (!retry.known) return null;
+        if (shouldRetry(retry.policy, status, reason, known.job.submissionCount, known.job.createdAt)) return null;
+      }
       const s = known.submission;
       if (s.workerId !== holder.workerId || s.claimedByUserId !== holder.userId) return null;
       if (!isAllowedTransition(s.status, status, reason)) return null;
@@ -264,7 +273,7 @@ export class ReportApplier {
     const locking = this.subs.lockAndFinish(
       m,
       ids,
-      finishingOf(items),
+      finishingOf(items, new Set(ids)),
       assumed.map((f) => ({ id: f.submission.id, status: f.submission.status })),
     );
     locking.catch((err: unknown) => {

@@ -89,6 +89,12 @@ export class RunAccessService {
     return required((await this.factsOf(m, [runId])).get(runId), `run ${runId}`).retry;
   }
 
+  /** The run's retry policy if this process remembers the run (`known: false` otherwise), without reading. */
+  rememberedRetryPolicy(runId: string): { known: boolean; policy?: RetryPolicy } {
+    const facts = this.factsOfRun.get(runId);
+    return facts ? { known: true, policy: facts.retry } : { known: false };
+  }
+
   /** The project of a run, for the events the lifecycle records. */
   async projectOf(m: EntityManager, runId: string): Promise<string> {
     return required((await this.factsOf(m, [runId])).get(runId), `the project of run ${runId}`).projectId;
