@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
-import type { ActiveDelta, CountsDelta } from './job-group-rows';
+import { type ActiveDelta, type CountsDelta, countsDeltaParams } from './job-group-rows';
 
 /**
  * Deltas added to group counter rows on one token: jobs added, finished, cancelled in a cascade, and the run's active
@@ -46,19 +46,7 @@ export class JobGroupCounterDeltasRepository {
               n_failed = n_failed + $7, n_cancelled = n_cancelled + $8, n_aborted = n_aborted + $9,
               n_always_run_open = n_always_run_open + $10, n_pending = n_pending + $11
         WHERE c.run_id = $1 AND c.job_group_id = ANY($2::int[]) AND c.token = $3`,
-      [
-        runId,
-        groupIds,
-        token,
-        d.nJobs ?? 0,
-        d.nCompleted ?? 0,
-        d.nSucceeded ?? 0,
-        d.nFailed ?? 0,
-        d.nCancelled ?? 0,
-        d.nAborted ?? 0,
-        d.nAlwaysRunOpen ?? 0,
-        pending,
-      ],
+      [runId, groupIds, token, ...countsDeltaParams(d), pending],
     );
   }
 

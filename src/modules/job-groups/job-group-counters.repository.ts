@@ -10,6 +10,7 @@ import {
   COUNTS,
   type Counts,
   type CountsDelta,
+  countsDeltaParams,
   NO_COUNTS,
 } from './job-group-rows';
 
@@ -174,13 +175,7 @@ export class JobGroupCountersRepository {
         token,
         [],
         failFastExact,
-        d.nJobs ?? 0,
-        d.nCompleted ?? 0,
-        d.nSucceeded ?? 0,
-        d.nFailed ?? 0,
-        d.nCancelled ?? 0,
-        d.nAborted ?? 0,
-        d.nAlwaysRunOpen ?? 0,
+        ...countsDeltaParams(d),
         active.nProvisioning ?? 0,
         active.nRunning ?? 0,
         active.nRetrying ?? 0,

@@ -58,6 +58,17 @@ export interface ChainLevel {
 
 export type CountsDelta = Partial<Counts>;
 
+/** A delta as statement parameters, in the column order the counting statements take them (n_jobs … open). */
+export const countsDeltaParams = (d: CountsDelta): number[] => [
+  d.nJobs ?? 0,
+  d.nCompleted ?? 0,
+  d.nSucceeded ?? 0,
+  d.nFailed ?? 0,
+  d.nCancelled ?? 0,
+  d.nAborted ?? 0,
+  d.nAlwaysRunOpen ?? 0,
+];
+
 const COUNTS = `c.n_jobs AS "nJobs", c.n_completed AS "nCompleted", c.n_succeeded AS "nSucceeded",
                 c.n_failed AS "nFailed", c.n_cancelled AS "nCancelled", c.n_aborted AS "nAborted",
                 c.n_always_run_open AS "nAlwaysRunOpen"`;
