@@ -51,14 +51,21 @@ export class GroupCountingService {
   ): Promise<{ uncounted: number[]; cancellations: Cancellation[] }> {
     const groupIds = [...new Set(jobs.map((j) => j.jobGroupId))];
     const failed = jobs.some((j) => j.outcome === 'failed');
-    const commitAfter = lastInTransaction;
-    if (groupIds.length === 1) return this.countOneChain(m, runId, groupIds[0], jobs, active, commitAfter);
+    if (groupIds.length === 1) return this.countOneChain(m, runId, groupIds[0], jobs, active, lastInTransaction);
     const perGroup = new Map<number, CountsDelta>();
     for (const j of jobs) {
       const d = { ...outcomeDelta(j.outcome), nAlwaysRunOpen: j.alwaysRun ? -1 : 0 };
       perGroup.set(j.jobGroupId, addDeltas(perGroup.get(j.jobGroupId) ?? {}, d));
     }
-    const counted = await this.counters.countChains(m, runId, counterToken(m), perGroup, active, failed, commitAfter);
+    const counted = await this.counters.countChains(
+      m,
+      runId,
+      counterToken(m),
+      perGroup,
+      active,
+      failed,
+      lastInTransaction,
+    );
     const { rows } = counted;
     if (rows.every((r) => r.jobGroupId !== 0)) throw notFound(`job groups ${groupIds.join(', ')}`);
     const notCounted = new Set(counted.uncounted);

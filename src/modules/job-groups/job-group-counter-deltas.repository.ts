@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { EntityManager } from 'typeorm';
 import { preparedQuery } from '../../infra/database/prepared';
-import { type ActiveDelta, type CountsDelta, countsDeltaParams } from './job-group-rows';
+import { type ActiveDelta, activeDeltaParams, type CountsDelta, countsDeltaParams } from './job-group-rows';
 
 /**
  * Deltas added to group counter rows on one token: jobs added, finished, cancelled in a cascade, and the run's active
@@ -18,7 +18,7 @@ export class JobGroupCounterDeltasRepository {
       `UPDATE job_group_counters c SET n_provisioning = c.n_provisioning + $3, n_running = c.n_running + $4,
          n_retrying = c.n_retrying + $5, n_pending = c.n_pending + $6
         WHERE c.run_id = $1 AND c.job_group_id = 0 AND c.token = $2`,
-      [runId, token, d.nProvisioning ?? 0, d.nRunning ?? 0, d.nRetrying ?? 0, d.nPending ?? 0],
+      [runId, token, ...activeDeltaParams(d)],
     );
   }
 

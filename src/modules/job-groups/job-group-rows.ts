@@ -26,6 +26,14 @@ export interface ActiveCounts {
 
 export type ActiveDelta = Partial<ActiveCounts>;
 
+/** An active delta as statement parameters, in the order the statements take them (provisioning … pending). */
+export const activeDeltaParams = (d: ActiveDelta): number[] => [
+  d.nProvisioning ?? 0,
+  d.nRunning ?? 0,
+  d.nRetrying ?? 0,
+  d.nPending ?? 0,
+];
+
 /** Every count of a group's counters at zero (a start for sums). */
 export const NO_COUNTS: Readonly<Counts & ActiveCounts> = {
   nJobs: 0,
