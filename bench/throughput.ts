@@ -336,6 +336,7 @@ export async function runThroughput(): Promise<TargetResult[]> {
       }
     }
     const med = (k: string) => median(figures.get(k) ?? []);
+    const slowest = (k: string) => Math.min(...(figures.get(k) ?? [NaN]));
     /** "a vs b/s = ratio" for two measures' medians. */
     const versus = (a: string, b: string, unit = '/s') =>
       `${med(a).toFixed(0)} vs ${med(b).toFixed(0)}${unit} = ${fmtRatio(med(a) / med(b))}`;
@@ -394,10 +395,14 @@ export async function runThroughput(): Promise<TargetResult[]> {
     }
     results.push(
       {
+        // A bound, not a ratio: the machine's speed moves it as much as the build does, so it must hold in every
+        // round (a slow spell included), not only at the median.
         suite: 'throughput',
-        target: 'complete, single reports, 8 workers: ≥ 1,000/s',
-        measured: `${med('complete this-build').toFixed(0)}/s`,
-        pass: med('complete this-build') >= 1000,
+        target: 'complete, single reports, 8 workers: ≥ 1,000/s in every round',
+        measured:
+          `median ${med('complete this-build').toFixed(0)}/s, ` +
+          `slowest round ${slowest('complete this-build').toFixed(0)}/s`,
+        pass: slowest('complete this-build') >= 1000,
       },
       {
         suite: 'throughput',
