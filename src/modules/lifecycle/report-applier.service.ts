@@ -86,11 +86,11 @@ function finishedAnswer(s: SubmissionFacts, job: JobFacts): CompleteResult {
 
 /**
  * The final reports the statement locking their submissions writes where they stand: those no retry concerns, by
- * their status or, for `finalFailures`, as the run's retry policy has judged them already.
+ * their status or, with `judgedFinal`, every one (assumedFinishes judged failures on the run's retry policy already).
  */
-function finishingOf(items: readonly HeldReport[], finalFailures: ReadonlySet<string> = new Set()): FinishingReport[] {
+function finishingOf(items: readonly HeldReport[], judgedFinal = false): FinishingReport[] {
   return items.flatMap(({ holder, report: r }) =>
-    r.kind === 'complete' && (!isRetryableStatus(r.body.status) || finalFailures.has(r.submissionId))
+    r.kind === 'complete' && (judgedFinal || !isRetryableStatus(r.body.status))
       ? [
           {
             id: r.submissionId,
@@ -273,7 +273,7 @@ export class ReportApplier {
     const locking = this.subs.lockAndFinish(
       m,
       ids,
-      finishingOf(items, new Set(ids)),
+      finishingOf(items, true),
       assumed.map((f) => ({ id: f.submission.id, status: f.submission.status })),
     );
     locking.catch((err: unknown) => {
